@@ -1,0 +1,196 @@
+/**
+ * The configuration file, `stepd.config.json`: MCP servers (in the `mcpServers` shape MCP
+ * clients use), permissions and limits. `"${VAR}"` inside any string value is replaced from the
+ * environment, so secrets stay out of the file. Every problem is reported as a ConfigError whose
+ * issues name the offending key (`mcpServers.kb.command`).
+ */
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+/** Prefixes of the built-in tools; an MCP server may not take these names. */
+export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
+
+const SERVER_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
+/** `*`, `kb.*`, `kb.search`, `llm.sum*`: a `*` may only end a pattern. */
+const TOOL_PATTERN = /^(\*|[A-Za-z][A-Za-z0-9_-]*\.[^*\s]*\*?)$/;
+
+const stringMap = z.record(z.string(), z.string());
+
+export const stdioServerSchema = z.strictObject({
+  command: z.string().min(1, 'must not be empty'),
+  args: z.array(z.string()).optional(),
+  env: stringMap.optional(),
+  cwd: z.string().min(1, 'must not be empty').optional(),
+});
+
+export const httpServerSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+  headers: stringMap.optional(),
+});
+
+const toolPattern = z.string().regex(TOOL_PATTERN, 'must be "*", "server.*" or "server.tool" (a "*" may only end a pattern)');
+const positiveInt = z.number().int('must be a whole number').positive('must be at least 1');
+
+export const permissionsSchema = z.strictObject({
+  default: z.array(toolPattern).optional(),
+  users: z.record(z.string().min(1), z.array(toolPattern)).optional(),
+});
+
+export const limitsSchema = z.strictObject({
+  concurrency: positiveInt.optional(),
+  tools: z.record(toolPattern, positiveInt).optional(),
+  users: z.record(z.string().min(1), positiveInt).optional(),
+});
+
+const fileSchema = z.strictObject({
+  mcpServers: z.record(z.string(), z.unknown()).optional(),
+  permissions: permissionsSchema.optional(),
+  limits: limitsSchema.optional(),
+});
+
+export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
+export type HttpServerConfig = z.infer<typeof httpServerSchema>;
+export type McpServerConfig = StdioServerConfig | HttpServerConfig;
+export type PermissionsConfig = z.infer<typeof permissionsSchema>;
+export type LimitsConfig = z.infer<typeof limitsSchema>;
+
+export interface StepdFileConfig {
+  mcpServers?: Record<string, McpServerConfig>;
+  permissions?: PermissionsConfig;
+  limits?: LimitsConfig;
+}
+
+export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {
+  return 'url' in server;
+}
+
+type Env = Record<string, string | undefined>;
+type PathPart = string | number;
+interface Issue {
+  path: string;
+  message: string;
+}
+
+/** Reads and validates a config file. A missing file is an error: the caller decides about defaults. */
+export async function loadConfigFile(path: string, env: Env = process.env): Promise<StepdFileConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const reason = code === 'ENOENT' ? 'does not exist' : `cannot be read (${(err as Error).message})`;
+    throw new ConfigError(`config file ${path} ${reason}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(`config file ${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  return parseConfigFile(json, env, path);
+}
+
+/** Validates parsed JSON (after `${VAR}` expansion); `source` names the file in error messages. */
+export function parseConfigFile(json: unknown, env: Env = process.env, source = 'stepd.config.json'): StepdFileConfig {
+  const issues: Issue[] = [];
+  const expanded = expandEnv(json, env, [], issues);
+  if (issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
+
+  // Report every problem at once: the sections and each server are checked independently.
+  const parsed = fileSchema.safeParse(expanded);
+  if (!parsed.success) issues.push(...zodIssues(parsed.error.issues, []));
+  const rawServers = isPlainObject(expanded) && isPlainObject(expanded.mcpServers) ? expanded.mcpServers : undefined;
+  const servers: Record<string, McpServerConfig> = {};
+  for (const [name, raw] of Object.entries(rawServers ?? {})) {
+    const server = parseServer(name, raw, ['mcpServers', name], issues);
+    if (server) servers[name] = server;
+  }
+  if (!parsed.success || issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
+
+  const { mcpServers, ...rest } = parsed.data;
+  return mcpServers ? { ...rest, mcpServers: servers } : rest;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function parseServer(name: string, raw: unknown, path: PathPart[], issues: Issue[]): McpServerConfig | undefined {
+  if (!SERVER_NAME.test(name)) {
+    issues.push({ path: formatPath(path), message: 'a server name must start with a letter and hold only letters, digits, "_" and "-"' });
+    return undefined;
+  }
+  if (RESERVED_SERVER_NAMES.includes(name)) {
+    issues.push({ path: formatPath(path), message: `"${name}" is the prefix of built-in tools; choose another server name` });
+    return undefined;
+  }
+  if (!isPlainObject(raw)) {
+    issues.push({ path: formatPath(path), message: 'expected an object with "command" (stdio) or "url" (Streamable HTTP)' });
+    return undefined;
+  }
+  const hasCommand = 'command' in raw;
+  const hasUrl = 'url' in raw;
+  if (hasCommand === hasUrl) {
+    const message = hasCommand
+      ? 'a server has either "command" (stdio) or "url" (Streamable HTTP), not both'
+      : 'expected "command" (stdio server) or "url" (Streamable HTTP server)';
+    issues.push({ path: formatPath(path), message });
+    return undefined;
+  }
+  const result = (hasUrl ? httpServerSchema : stdioServerSchema).safeParse(raw);
+  if (result.success) return result.data;
+  issues.push(...zodIssues(result.error.issues, path));
+  return undefined;
+}
+
+/** Replaces `${VAR}` in every string value; a missing variable is an issue at that key. */
+function expandEnv(value: unknown, env: Env, path: PathPart[], issues: Issue[]): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{([^}]*)\}/g, (whole, name: string) => {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+        issues.push({ path: formatPath(path), message: `"${whole}" is not a valid environment variable reference` });
+        return whole;
+      }
+      const found = env[name];
+      if (found === undefined) {
+        issues.push({ path: formatPath(path), message: `environment variable ${name} is not set` });
+        return whole;
+      }
+      return found;
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, i], issues));
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, [...path, k], issues);
+    return out;
+  }
+  return value;
+}
+
+function zodIssues(list: readonly z.core.$ZodIssue[], prefix: PathPart[]): Issue[] {
+  const out: Issue[] = [];
+  for (const issue of list) {
+    const path = [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) out.push({ path: formatPath([...path, key]), message: 'unknown key' });
+    } else if (issue.code === 'invalid_key') {
+      out.push({ path: formatPath(path), message: `invalid key: ${issue.issues.map((i) => i.message).join('; ')}` });
+    } else {
+      out.push({ path: formatPath(path), message: issue.message });
+    }
+  }
+  return out;
+}
+
+/** `mcpServers.kb.args[0]`, `limits.tools["llm.*"]`. */
+export function formatPath(path: readonly PathPart[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else if (/^[A-Za-z_$][A-Za-z0-9_$-]*$/.test(part)) out += out ? `.${part}` : part;
+    else out += `[${JSON.stringify(part)}]`;
+  }
+  return out;
+}

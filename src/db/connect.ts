@@ -1,0 +1,77 @@
+/**
+ * PostgreSQL connections. Executor connections carry `stepd.executor=on` (so the guard
+ * trigger lets their writes through and the wake-up trigger stays quiet) and a search_path
+ * of the stepd schema; client connections (CLI, other services) carry neither.
+ */
+import pg from 'pg';
+import { Kysely, PostgresDialect } from 'kysely';
+import type { Database } from './tables.js';
+
+// bigint ids stay strings (exact); int8 counts come back as strings unless cast to int.
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function assertSchemaName(schema: string): string {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new Error(`invalid schema name "${schema}": use lower-case letters, digits and underscores, starting with a letter or _`);
+  }
+  return schema;
+}
+
+export interface PoolOptions {
+  url: string;
+  schema: string;
+  /** Executor connections may write outside the SQL contract. */
+  role: 'executor' | 'client';
+  max?: number;
+  applicationName?: string;
+}
+
+export function createPool(opts: PoolOptions): pg.Pool {
+  assertSchemaName(opts.schema);
+  const options = [`-c search_path=${opts.schema},public`];
+  if (opts.role === 'executor') options.push('-c stepd.executor=on');
+  const pool = new pg.Pool({
+    connectionString: opts.url,
+    max: opts.max ?? 10,
+    options: options.join(' '),
+    application_name: opts.applicationName ?? `stepd-${opts.role}`,
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** A dedicated connection (LISTEN, session advisory locks), with the same settings as the pool. */
+export function createClient(opts: PoolOptions): pg.Client {
+  assertSchemaName(opts.schema);
+  const options = [`-c search_path=${opts.schema},public`];
+  if (opts.role === 'executor') options.push('-c stepd.executor=on');
+  return new pg.Client({
+    connectionString: opts.url,
+    options: options.join(' '),
+    application_name: opts.applicationName ?? `stepd-${opts.role}-listener`,
+    connectionTimeoutMillis: 10_000,
+  });
+}
+
+/** Kysely over a pool, for typed read-side queries. */
+export function createKysely(pool: pg.Pool): Kysely<Database> {
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Runs `fn` in a transaction on a pooled connection; rolls back on error. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const out = await fn(client);
+    await client.query('COMMIT');
+    return out;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,56 @@
+/** Row types of the two tables, as the pg driver returns them (bigint ids as strings). */
+import type { ErrorData } from '../errors.js';
+
+export type WorkflowStatus = 'new' | 'running' | 'completed' | 'failed' | 'cancelled';
+export type StepStatus = 'pending' | 'ready' | 'running' | 'done' | 'failed' | 'cancelled';
+
+export const LIVE_STEP_STATUSES: readonly StepStatus[] = ['pending', 'ready', 'running'];
+
+export interface WorkflowRow {
+  id: string;
+  name: string;
+  flow: unknown;
+  input: Record<string, unknown>;
+  status: WorkflowStatus;
+  output: unknown;
+  error: ErrorData | null;
+  created_by: string | null;
+  key: string | null;
+  created_at: Date;
+  updated_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  cancelled_at: Date | null;
+  deadline_at: Date | null;
+  step_count: number;
+}
+
+export interface StepRow {
+  id: string;
+  workflow_id: string;
+  name: string;
+  tool: string | null;
+  args: unknown;
+  result: unknown;
+  error: ErrorData | null;
+  status: StepStatus;
+  attempt: number;
+  ready_at: Date | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  lease_until: Date | null;
+  executor_id: string | null;
+  fanout_id: string | null;
+  item_index: number | null;
+  expires_at: Date | null;
+  readied_by: string | null;
+  readied_at: Date | null;
+}
+
+/** Kysely's view of the schema, for read-side queries (CLI, status). */
+export interface Database {
+  workflows: WorkflowRow;
+  workflow_steps: StepRow;
+}

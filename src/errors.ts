@@ -1,0 +1,90 @@
+/**
+ * Errors as data. Every failure that reaches a step row or a workflow row is a
+ * StepError (or converted to one by coerceError): it carries a stable `code`,
+ * whether another attempt could succeed (`retryable`), and JSON `details`.
+ */
+
+export interface ErrorData {
+  code: string;
+  message: string;
+  retryable?: boolean;
+  step?: string;
+  details?: unknown;
+  [key: string]: unknown;
+}
+
+export class StepError extends Error {
+  readonly code: string;
+  readonly retryable: boolean;
+  readonly details: unknown;
+
+  constructor(code: string, message: string, options: { retryable?: boolean; details?: unknown; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'StepError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    this.details = options.details;
+  }
+
+  toJSON(): ErrorData {
+    const data: ErrorData = { code: this.code, message: this.message, retryable: this.retryable };
+    if (this.details !== undefined) data.details = this.details;
+    return data;
+  }
+}
+
+/** A template could not be resolved (missing path, unknown root). Never retryable. */
+export class TemplateError extends StepError {
+  constructor(message: string, details?: unknown) {
+    super('template_error', message, { retryable: false, details });
+    this.name = 'TemplateError';
+  }
+}
+
+/** A condition failed to compile or evaluate. Never retryable. */
+export class ConditionError extends StepError {
+  constructor(message: string, details?: unknown) {
+    super('condition_error', message, { retryable: false, details });
+    this.name = 'ConditionError';
+  }
+}
+
+/** The step's tool call exceeded its timeout. Retryable. */
+export class StepTimeoutError extends StepError {
+  constructor(timeoutMs: number) {
+    super('timeout', `step timed out after ${timeoutMs} ms`, { retryable: true, details: { timeoutMs } });
+    this.name = 'StepTimeoutError';
+  }
+}
+
+/** A configuration file or flag is invalid. `issues` point at the offending keys. */
+export class ConfigError extends Error {
+  readonly code = 'invalid_config';
+  readonly issues: { path: string; message: string }[];
+
+  constructor(message: string, issues: { path: string; message: string }[] = []) {
+    super(issues.length ? `${message}\n${issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n')}` : message);
+    this.name = 'ConfigError';
+    this.issues = issues;
+  }
+}
+
+/** Converts anything thrown into a StepError, once, at the boundary. */
+export function coerceError(err: unknown): StepError {
+  if (err instanceof StepError) return err;
+  if (err instanceof Error) {
+    if (err.name === 'AbortError') return new StepError('aborted', err.message, { retryable: true, cause: err });
+    return new StepError('tool_error', err.message, { retryable: true, cause: err });
+  }
+  return new StepError('tool_error', String(err), { retryable: true });
+}
+
+/** PostgreSQL error codes for which a whole transaction may simply be tried again. */
+const RETRYABLE_PG_CODES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '08000', '08003', '08006', '53300']);
+
+export function isRetryablePgError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code)) return true;
+  const message = err instanceof Error ? err.message : '';
+  return /Connection terminated|ECONNREFUSED|ECONNRESET|connection timeout/i.test(message);
+}

@@ -1,0 +1,300 @@
+/**
+ * One workflow transition, inside one transaction that holds the workflow row lock: record a
+ * step's outcome (fenced), ask the pure resolver what comes next, and write it — new steps,
+ * fan-outs, joins, retries, or the end of the workflow. Events are NOTIFYed in the same
+ * transaction, so they are delivered only if it commits.
+ */
+import { StepError, TemplateError, type ErrorData } from '../errors.js';
+import { getStep, type CompiledStep } from '../flow/compiled.js';
+import { resolveTemplates } from '../flow/templates.js';
+import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
+import {
+  cancelLiveSteps,
+  completeWorkflowIfRunning,
+  countLiveSteps,
+  failWorkflowIfActive,
+  getFanoutOutcomes,
+  getFanoutProgress,
+  getForkRow,
+  insertSteps,
+  notifyEvents,
+  type ForkRow,
+  type NewStep,
+  type Queryable,
+} from '../db/queries.js';
+import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
+import type { Logger } from '../logger.js';
+import type { WorkflowInfo } from './workflowCache.js';
+import { ScopeBuilder, forkItems } from './scope.js';
+
+export interface AdvanceDeps {
+  schema: string;
+  log: Logger;
+  random: () => number;
+  emitEvents: boolean;
+}
+
+/** Where a step sits: the fan-out row that created its branch and its item there. */
+export interface Position {
+  fanoutId: string | null;
+  itemIndex: number | null;
+}
+
+/** The row a decision continues from. */
+export interface Origin extends Position {
+  id: string;
+  name: string;
+  attempt: number;
+  args: unknown;
+}
+
+export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } };
+
+/** State of one transaction on one workflow. Create one per transaction. */
+export class Advance {
+  readonly events: StepdEvent[] = [];
+  /** Running steps cancelled by this transaction; the executor aborts their tools after commit. */
+  readonly cancelledRunning: string[] = [];
+  private readonly buffer: NewStep[] = [];
+  private stepCount: number;
+  private finished = false;
+  readonly scopes: ScopeBuilder;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly deps: AdvanceDeps,
+    private readonly wf: WorkflowInfo,
+    stepCount: number,
+  ) {
+    this.stepCount = stepCount;
+    this.scopes = new ScopeBuilder(db, wf, () => this.flush());
+  }
+
+  /** True once the workflow reached a terminal state in this transaction. */
+  get ended(): boolean {
+    return this.finished;
+  }
+
+  event(type: StepdEvent['type'], extra: Partial<StepdEvent> = {}): void {
+    this.events.push({ type, schema: this.deps.schema, workflowId: this.wf.id, at: new Date().toISOString(), ...extra });
+  }
+
+  /** Applies a step's outcome, already recorded on `origin`'s row. */
+  async afterOutcome(origin: Origin, outcome: Outcome): Promise<void> {
+    const flow = this.wf.flow;
+    if (outcome.status === 'done') {
+      this.event('step.done', { stepId: origin.id, step: origin.name, attempt: origin.attempt });
+      const scope = await this.scopes.forStep(getStep(flow, origin.name), origin, { result: outcome.result });
+      await this.apply(resolveSuccess(flow, origin.name, scope), origin);
+    } else {
+      this.event('step.failed', { stepId: origin.id, step: origin.name, attempt: origin.attempt, error: outcome.error });
+      await this.apply(resolveFailure(flow, origin.name, origin.attempt, outcome.error, this.deps.random()), origin);
+    }
+  }
+
+  async apply(decision: Decision, origin: Origin): Promise<void> {
+    if (this.finished) return;
+    const pos: Position = { fanoutId: origin.fanoutId, itemIndex: origin.itemIndex };
+    switch (decision.kind) {
+      case 'goto':
+        return this.createStep(decision.to, pos, decision.error ? { error: decision.error } : {});
+      case 'retry':
+        this.event('step.retrying', { stepId: origin.id, step: origin.name, attempt: origin.attempt + 1, retryInMs: decision.delayMs });
+        return this.queue({
+          name: origin.name,
+          tool: getStep(this.wf.flow, origin.name).tool,
+          args: origin.args,
+          status: 'ready',
+          attempt: origin.attempt + 1,
+          readyInMs: decision.delayMs,
+          ...pos,
+        });
+      case 'parallel': {
+        if (decision.branches.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        for (const [i, branch] of decision.branches.entries()) {
+          await this.createStep(branch, { fanoutId: origin.id, itemIndex: i }, {});
+        }
+        return;
+      }
+      case 'forEach': {
+        if (decision.items.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        const n = Math.min(decision.concurrency, decision.items.length);
+        for (let i = 0; i < n; i++) {
+          await this.createStep(decision.step, { fanoutId: origin.id, itemIndex: i }, { item: decision.items[i], index: i });
+        }
+        return;
+      }
+      case 'arrive':
+        return this.arrive(pos, decision.output);
+      case 'complete':
+        return this.completeWorkflow(decision.output);
+      case 'failWorkflow':
+        return this.failWorkflow(decision.error);
+      case 'failBranch': {
+        if (origin.fanoutId !== null) {
+          const fork = await this.forkRow(origin.fanoutId);
+          const t = getStep(this.wf.flow, fork.name).transition;
+          if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
+        }
+        return this.failWorkflow(decision.error);
+      }
+    }
+  }
+
+  /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */
+  private async arrive(pos: Position, output: unknown): Promise<void> {
+    if (pos.fanoutId === null) {
+      await this.flush();
+      if ((await countLiveSteps(this.db, this.wf.id)) === 0) await this.completeWorkflow(output);
+      return;
+    }
+    const fork = await this.forkRow(pos.fanoutId);
+    const forkStep = getStep(this.wf.flow, fork.name);
+    const t = forkStep.transition;
+    const progress = await getFanoutProgress(this.db, fork.id);
+    if (t.kind === 'forEach') {
+      const items = await forkItems(fork, forkStep, this.scopes);
+      if (progress.started < items.length) {
+        const i = progress.started;
+        await this.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item: items[i], index: i });
+        return;
+      }
+    }
+    if (progress.live > 0) return;
+    await this.fanoutSettled(fork);
+  }
+
+  /** Every branch of a fan-out instance finished: create its join once, or end its chain. */
+  private async fanoutSettled(fork: ForkRow): Promise<void> {
+    await this.flush();
+    const forkStep = getStep(this.wf.flow, fork.name);
+    const t = forkStep.transition;
+    if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
+    const outcomes = await getFanoutOutcomes(this.db, fork.id);
+    const settled = t.mode === 'allSettled';
+    const entry = (o: (typeof outcomes)[number] | undefined) => {
+      if (!settled) return o?.result ?? null;
+      if (!o) return { status: 'skipped' };
+      return o.status === 'done' ? { status: 'done', result: o.result } : { status: o.status, error: o.error };
+    };
+    let results: unknown;
+    if (t.kind === 'forEach') {
+      const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
+      const count = (await forkItems(fork, forkStep, this.scopes)).length;
+      results = Array.from({ length: count }, (_, i) => entry(byIndex.get(i)));
+    } else {
+      const obj: Record<string, unknown> = {};
+      t.branches.forEach((b, i) => (obj[b] = entry(outcomes.find((o) => o.item_index === i))));
+      results = obj;
+    }
+    const pos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+    if (t.join !== undefined) return this.createStep(t.join, pos, { results });
+    return this.arrive(pos, results);
+  }
+
+  /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */
+  async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; item?: unknown; index?: number }): Promise<void> {
+    if (this.finished) return;
+    const step = getStep(this.wf.flow, name);
+    if (this.stepCount + this.buffer.length + 1 > this.wf.flow.maxSteps) {
+      return this.failWorkflow({
+        code: 'step_limit',
+        message: `workflow reached its step budget of ${this.wf.flow.maxSteps} step rows`,
+        step: name,
+        details: { maxSteps: this.wf.flow.maxSteps },
+      });
+    }
+    const base = { name, tool: step.tool, attempt: 1, fanoutId: pos.fanoutId, itemIndex: pos.itemIndex };
+    try {
+      switch (step.kind) {
+        case 'tool': {
+          const scope = await this.scopes.forStep(step, pos, extra);
+          return this.queue({ ...base, args: resolveTemplates(step.args, scope), status: 'ready', readyInMs: 0 });
+        }
+        case 'gate': {
+          this.event('step.waiting', { step: name });
+          const timeout = step.approval?.timeoutMs;
+          return this.queue({ ...base, args: null, status: 'pending', ...(timeout !== undefined ? { expiresInMs: timeout } : {}) });
+        }
+        case 'timer':
+          return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
+        case 'fork': {
+          const scope = await this.scopes.forStep(step, pos, extra);
+          const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });
+          const result = decision.kind === 'forEach' ? { items: decision.items } : decision.kind === 'parallel' ? { branches: decision.branches } : null;
+          const [id] = await this.insertNow({ ...base, args: null, status: 'done', result });
+          return this.apply(decision, { ...pos, id: id!, name, attempt: 1, args: null });
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof StepError)) throw err;
+      // The step cannot even be created (a template names a missing value): it fails for good.
+      const error: ErrorData = { ...err.toJSON(), step: name, retryable: false };
+      const [id] = await this.insertNow({ ...base, args: null, status: 'failed', error });
+      const origin: Origin = { ...pos, id: id!, name, attempt: 1, args: null };
+      this.event('step.failed', { stepId: origin.id, step: name, attempt: 1, error });
+      return this.apply(resolveFailure(this.wf.flow, name, 1, error, this.deps.random()), origin);
+    }
+  }
+
+  private async timerReady(step: CompiledStep, pos: Position, extra: object): Promise<{ readyInMs?: number; readyAt?: Date }> {
+    if (!step.wait || 'ms' in step.wait) return { readyInMs: step.wait?.ms ?? 0 };
+    const scope = await this.scopes.forStep(step, pos, extra);
+    const value = resolveTemplates(step.wait.until, scope);
+    const at = new Date(typeof value === 'number' ? value : String(value));
+    if (Number.isNaN(at.getTime())) throw new TemplateError(`wait.until of step "${step.name}" is not a date: ${JSON.stringify(value)}`);
+    return { readyAt: at };
+  }
+
+  async completeWorkflow(output: unknown): Promise<void> {
+    if (this.finished) return;
+    await this.flush();
+    this.finished = true;
+    this.cancelledRunning.push(...(await cancelLiveSteps(this.db, this.wf.id)));
+    await completeWorkflowIfRunning(this.db, this.wf.id, output);
+    this.event('workflow.completed');
+    this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name }, 'workflow completed');
+  }
+
+  async failWorkflow(error: ErrorData): Promise<void> {
+    if (this.finished) return;
+    this.buffer.length = 0;
+    this.finished = true;
+    this.cancelledRunning.push(...(await cancelLiveSteps(this.db, this.wf.id)));
+    await failWorkflowIfActive(this.db, this.wf.id, error);
+    this.event('workflow.failed', { error: { code: error.code, message: error.message } });
+    this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name, error }, 'workflow failed');
+  }
+
+  private async forkRow(id: string): Promise<ForkRow> {
+    await this.flush();
+    const row = await getForkRow(this.db, id);
+    if (!row) throw new Error(`fan-out row ${id} not found`);
+    return row;
+  }
+
+  private async queue(step: NewStep): Promise<void> {
+    this.buffer.push(step);
+  }
+
+  private async insertNow(step: NewStep): Promise<string[]> {
+    await this.flush();
+    const ids = await insertSteps(this.db, this.wf.id, [step]);
+    this.stepCount += 1;
+    return ids;
+  }
+
+  /** Writes queued step rows (before anything reads the steps table, and at the end). */
+  async flush(): Promise<void> {
+    if (this.buffer.length === 0) return;
+    const rows = this.buffer.splice(0, this.buffer.length);
+    await insertSteps(this.db, this.wf.id, rows);
+    this.stepCount += rows.length;
+  }
+
+  /** Flushes and NOTIFYs events; call last, inside the transaction. */
+  async finish(): Promise<void> {
+    if (!this.finished) await this.flush();
+    if (this.deps.emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map((e) => JSON.stringify(e)));
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * The executor: a small loop around the pure flow logic.
+ *   wake (NOTIFY, own completions, poll) → admit new workflows → claim ready steps up to the
+ *   free slots → run each as its own task → finish it in one transaction → repeat.
+ * A failed iteration is logged and retried with backoff; it never kills the process.
+ */
+import type pg from 'pg';
+import { createPool, type PoolOptions } from '../db/connect.js';
+import {
+  claimReadySteps,
+  extendLeasesIfRunning,
+  findRunningStepsOfExecutor,
+  findStepsNoLongerRunning,
+  releaseStepsIfRunning,
+  type ClaimedStep,
+} from '../db/queries.js';
+import { StepError } from '../errors.js';
+import { getStep, DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
+import type { Logger } from '../logger.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { Outcome } from './advance.js';
+import { Listener, type WakeupPayload } from './listener.js';
+import { runStep, type StepPolicy } from './runStep.js';
+import { admitWorkflows, finishStep, type TxDeps, type TxResult } from './transactions.js';
+import { runWatchdogOnce } from './watchdog.js';
+import { WorkflowCache } from './workflowCache.js';
+
+export interface ExecutorOptions {
+  databaseUrl: string;
+  schema: string;
+  executorId: string;
+  /** Steps run at once by this executor. */
+  concurrency: number;
+  /** Fallback poll when no wake-up arrives. */
+  pollIntervalMs: number;
+  watchdogIntervalMs: number;
+  /** Added to a step's timeout to make its lease. */
+  leaseGraceMs: number;
+  /** How long a graceful stop waits for running steps before aborting them. */
+  shutdownGraceMs: number;
+  /** New workflows admitted per transaction. */
+  admitBatch: number;
+  emitEvents: boolean;
+  poolSize?: number;
+}
+
+export const DEFAULT_EXECUTOR_OPTIONS = {
+  concurrency: 32,
+  pollIntervalMs: 1_000,
+  watchdogIntervalMs: 5_000,
+  leaseGraceMs: 30_000,
+  shutdownGraceMs: 30_000,
+  admitBatch: 100,
+  emitEvents: true,
+} as const;
+
+export interface ExecutorDeps {
+  log: Logger;
+  tools: ToolRegistry;
+  permissions?: StepPolicy;
+  random?: () => number;
+}
+
+interface RunningTask {
+  workflowId: string;
+  controller: AbortController;
+  /** Set when a forced shutdown handed the step back: its outcome must not be written. */
+  released: boolean;
+  done: Promise<void>;
+}
+
+export class Executor {
+  private readonly pool: pg.Pool;
+  private readonly listener: Listener;
+  private readonly cache = new WorkflowCache();
+  private readonly running = new Map<string, RunningTask>();
+  private readonly tx: TxDeps;
+  private stopping = false;
+  private started = false;
+  private wakeResolve: (() => void) | undefined;
+  private woken = false;
+  private loopDone: Promise<void> | undefined;
+  private watchdogTimer: NodeJS.Timeout | undefined;
+  private watchdogRun: Promise<void> | undefined;
+
+  constructor(
+    private readonly opts: ExecutorOptions,
+    private readonly deps: ExecutorDeps,
+  ) {
+    const poolOpts: PoolOptions = { url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: opts.poolSize ?? Math.min(20, opts.concurrency + 2) };
+    this.pool = createPool(poolOpts);
+    this.tx = {
+      pool: this.pool,
+      cache: this.cache,
+      executorId: opts.executorId,
+      schema: opts.schema,
+      log: deps.log,
+      random: deps.random ?? Math.random,
+      emitEvents: opts.emitEvents,
+    };
+    this.listener = new Listener({
+      pool: poolOpts,
+      schema: opts.schema,
+      executorId: opts.executorId,
+      log: deps.log,
+      onWakeup: (p) => this.onWakeup(p),
+      onReconnect: () => this.wake(),
+    });
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) throw new Error('executor already started');
+    this.started = true;
+    await this.listener.start();
+    await this.recoverOrphans();
+    this.loopDone = this.loop();
+    this.scheduleWatchdog(0);
+    this.deps.log.info(
+      { executorId: this.opts.executorId, schema: this.opts.schema, concurrency: this.opts.concurrency },
+      'executor started',
+    );
+  }
+
+  /** Wakes the claim loop (new ready work, a free slot). */
+  wake(): void {
+    this.woken = true;
+    this.wakeResolve?.();
+  }
+
+  private onWakeup(p: WakeupPayload): void {
+    if (p.table === 'workflows' && p.status === 'cancelled') {
+      const id = String(p.id);
+      for (const [stepId, task] of this.running) {
+        if (task.workflowId === id) this.abortTask(stepId, new StepError('cancelled', 'workflow was cancelled'));
+      }
+      this.cache.forget(id);
+      return;
+    }
+    this.wake();
+  }
+
+  private abortTask(stepId: string, reason: Error): void {
+    const task = this.running.get(stepId);
+    if (task && !task.controller.signal.aborted) {
+      this.deps.log.info({ stepId, workflowId: task.workflowId, reason: reason.message }, 'aborting running step');
+      task.controller.abort(reason);
+    }
+  }
+
+  /** Steps left running by an earlier run of this executor (a crash) are retried at once. */
+  private async recoverOrphans(): Promise<void> {
+    const orphans = await findRunningStepsOfExecutor(this.pool, this.opts.executorId);
+    for (const o of orphans) {
+      const outcome: Outcome = {
+        status: 'failed',
+        error: { code: 'lost', message: 'the executor stopped while this step was running', retryable: true },
+      };
+      this.handleTx(await finishStep(this.tx, { stepId: o.id, workflowId: o.workflow_id, guard: 'running', outcome }));
+    }
+    if (orphans.length > 0) this.deps.log.warn({ count: orphans.length }, 'recovered steps left running by an earlier run');
+  }
+
+  private async loop(): Promise<void> {
+    let errors = 0;
+    while (!this.stopping) {
+      try {
+        this.woken = false;
+        let claimed = 0;
+        let admitted = 0;
+        const free = this.opts.concurrency - this.running.size;
+        if (free > 0) {
+          admitted = (await admitWorkflows(this.tx, this.opts.admitBatch)).admitted;
+          claimed = await this.claimAndRun(free);
+        }
+        errors = 0;
+        const busy = free > 0 && (claimed >= free || admitted > 0);
+        if (!busy && !this.woken && !this.stopping) await this.waitForWake(this.opts.pollIntervalMs);
+      } catch (err) {
+        errors++;
+        const delay = Math.min(10_000, 100 * 2 ** Math.min(errors, 7));
+        this.deps.log.error({ err, delayMs: delay }, 'executor iteration failed; retrying');
+        await this.waitForWake(delay);
+      }
+    }
+  }
+
+  private waitForWake(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.wakeResolve = undefined;
+        resolve();
+      }
+      this.wakeResolve = done;
+      if (this.woken || this.stopping) done();
+    });
+  }
+
+  private async claimAndRun(free: number): Promise<number> {
+    const leaseMs = DEFAULT_STEP_TIMEOUT_MS + this.opts.leaseGraceMs;
+    const rows = await claimReadySteps(this.pool, { executorId: this.opts.executorId, limit: free, leaseMs });
+    if (rows.length === 0) return 0;
+    const infos = await this.cache.load(this.pool, rows.map((r) => r.workflow_id));
+    const longer: { id: string; leaseMs: number }[] = [];
+    for (const row of rows) {
+      const wf = infos.get(row.workflow_id);
+      const step = wf?.flow.steps.get(row.name);
+      if (step && step.timeoutMs + this.opts.leaseGraceMs > leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
+    }
+    await extendLeasesIfRunning(this.pool, this.opts.executorId, longer);
+    for (const row of rows) this.startTask(row);
+    return rows.length;
+  }
+
+  private startTask(row: ClaimedStep): void {
+    const controller = new AbortController();
+    const task: RunningTask = { workflowId: row.workflow_id, controller, released: false, done: Promise.resolve() };
+    this.running.set(row.id, task);
+    task.done = this.runTask(row, task).finally(() => {
+      this.running.delete(row.id);
+      this.wake();
+    });
+  }
+
+  private async runTask(row: ClaimedStep, task: RunningTask): Promise<void> {
+    const log = this.deps.log;
+    const started = Date.now();
+    let outcome: Outcome;
+    const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
+    const step = wf?.flow.steps.get(row.name);
+    if (!step) {
+      outcome = { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name}" is not in the workflow's flow`, retryable: false } };
+    } else {
+      outcome = await runStep(this.deps, row, step, task.controller.signal);
+    }
+    if (task.released) return;
+    const ms = Date.now() - started;
+    if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
+    else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.handleTx(await finishStep(this.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome }));
+        return;
+      } catch (err) {
+        if (attempt >= 5 || this.stopping) {
+          // The lease will run out and the watchdog retries the step.
+          log.error({ err, stepId: row.id, workflowId: row.workflow_id }, 'could not record step outcome');
+          return;
+        }
+        log.warn({ err, stepId: row.id, attempt }, 'recording step outcome failed; retrying');
+        await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+      }
+    }
+  }
+
+  private handleTx(r: TxResult): void {
+    for (const id of r.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
+    if (r.createdWork) this.wake();
+  }
+
+  private scheduleWatchdog(delay: number): void {
+    if (this.stopping) return;
+    this.watchdogTimer = setTimeout(() => {
+      this.watchdogRun = this.sweep().finally(() => this.scheduleWatchdog(this.opts.watchdogIntervalMs));
+    }, delay);
+  }
+
+  /** One watchdog tick: leader duties, then this executor's own cancelled steps. */
+  async sweep(): Promise<void> {
+    try {
+      await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
+      const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, [...this.running.keys()]);
+      for (const id of gone) this.abortTask(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
+    } catch (err) {
+      this.deps.log.error({ err }, 'watchdog sweep failed');
+    }
+  }
+
+  /**
+   * Graceful stop: stop claiming, wait up to the grace period for running steps, then abort
+   * the rest and hand them back as ready without spending an attempt.
+   */
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wake();
+    clearTimeout(this.watchdogTimer);
+    await this.loopDone;
+    await this.watchdogRun;
+    const grace = options.graceMs ?? this.opts.shutdownGraceMs;
+    const all = () => Promise.allSettled([...this.running.values()].map((t) => t.done));
+    if (this.running.size > 0) {
+      this.deps.log.info({ running: this.running.size, graceMs: grace }, 'waiting for running steps');
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, grace)))]);
+      clearTimeout(timer);
+    }
+    if (this.running.size > 0) {
+      const ids = [...this.running.keys()];
+      for (const [, task] of this.running) task.released = true;
+      for (const id of ids) this.abortTask(id, new StepError('shutdown', 'executor is shutting down', { retryable: true }));
+      const released = await releaseStepsIfRunning(this.pool, this.opts.executorId, ids).catch((err) => {
+        this.deps.log.error({ err }, 'could not hand back running steps; the watchdog will rescue them');
+        return 0;
+      });
+      this.deps.log.info({ released }, 'handed running steps back as ready');
+      await all();
+    }
+    await this.listener.close();
+    await this.pool.end();
+    this.deps.log.info({ executorId: this.opts.executorId }, 'executor stopped');
+  }
+}

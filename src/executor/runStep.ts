@@ -1,0 +1,92 @@
+/**
+ * Runs one claimed step: a tool call under its timeout and AbortSignal, or the instant
+ * completion of a readied gate or a due timer. Never throws: every failure becomes an Outcome.
+ */
+import { coerceError, StepError, StepTimeoutError } from '../errors.js';
+import type { CompiledStep } from '../flow/compiled.js';
+import type { ClaimedStep } from '../db/queries.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { Outcome } from './advance.js';
+
+export interface StepPolicy {
+  /** Throws StepError('permission_denied') when `user` may not call `tool`. */
+  check(user: string | null, tool: string): void;
+}
+
+export interface RunStepDeps {
+  tools: ToolRegistry;
+  permissions?: StepPolicy;
+}
+
+export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome> {
+  try {
+    switch (step.kind) {
+      case 'gate':
+        return gateOutcome(row.result);
+      case 'timer':
+        return { status: 'done', result: null };
+      case 'fork':
+        return { status: 'done', result: row.result ?? null };
+      case 'tool':
+        return { status: 'done', result: await callTool(deps, row, step, signal) };
+    }
+  } catch (err) {
+    const e = coerceError(err);
+    const error = { ...e.toJSON(), retryable: e.retryable };
+    const retryAfterMs = (e as { retryAfterMs?: unknown }).retryAfterMs ?? (e.details as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+    return { status: 'failed', error: typeof retryAfterMs === 'number' ? { ...error, retryAfterMs } : error };
+  }
+}
+
+/** A readied gate: the readier's result, else approval; `approved: false` is a rejection. */
+export function gateOutcome(result: unknown): Outcome {
+  const value = result ?? { approved: true };
+  if (typeof value === 'object' && value !== null && (value as { approved?: unknown }).approved === false) {
+    const reason = (value as { reason?: unknown }).reason;
+    return {
+      status: 'failed',
+      error: { code: 'rejected', message: typeof reason === 'string' && reason ? `rejected: ${reason}` : 'rejected', retryable: false, details: value },
+    };
+  }
+  return { status: 'done', result: value };
+}
+
+async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<unknown> {
+  const tool = row.tool ?? step.tool;
+  if (!tool) throw new StepError('bad_step', `step "${row.name}" has no tool`);
+  deps.permissions?.check(row.created_by, tool);
+
+  const timeout = new AbortController();
+  const combined = AbortSignal.any([signal, timeout.signal]);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new StepTimeoutError(step.timeoutMs);
+      timeout.abort(err);
+      reject(err);
+    }, step.timeoutMs);
+  });
+  const aborted = new Promise<never>((_, reject) => {
+    const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new StepError('aborted', 'step was aborted', { retryable: true }));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    // A tool that ignores its signal must not hold the step past its timeout.
+    return await Promise.race([
+      deps.tools.call(tool, row.args ?? {}, {
+        workflowId: row.workflow_id,
+        stepId: row.id,
+        stepName: row.name,
+        attempt: row.attempt,
+        user: row.created_by,
+        idempotencyKey: `${row.workflow_id}:${row.name}:${row.id}`,
+        signal: combined,
+      }),
+      timedOut,
+      aborted,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Builds the template scope a step's templates and conditions read: input, workflow, the
+ * latest results of the steps it names, and — inside a forEach — its item and index.
+ * Reads only what the step's compiled references say it needs.
+ */
+import type { CompiledStep } from '../flow/compiled.js';
+import { getStep } from '../flow/compiled.js';
+import { resolveTemplates, type TemplateScope } from '../flow/templates.js';
+import { getForkRow, getLatestDoneResults, type ForkRow, type Queryable } from '../db/queries.js';
+import type { WorkflowInfo } from './workflowCache.js';
+
+export interface ScopeExtras {
+  result?: unknown;
+  results?: unknown;
+  error?: unknown;
+  item?: unknown;
+  index?: number;
+}
+
+export class ScopeBuilder {
+  constructor(
+    private readonly db: Queryable,
+    private readonly wf: WorkflowInfo,
+    /** Called before reading the steps table, so rows queued in this transaction are visible. */
+    private readonly beforeRead: () => Promise<void>,
+  ) {}
+
+  base(): TemplateScope {
+    return { input: this.wf.input, workflow: { id: this.wf.id, name: this.wf.name } };
+  }
+
+  async forStep(step: CompiledStep, pos: { fanoutId: string | null; itemIndex: number | null }, extras: ScopeExtras): Promise<TemplateScope> {
+    const scope: TemplateScope = this.base();
+    for (const [k, v] of Object.entries(extras)) if (v !== undefined) scope[k] = v;
+    if (step.stepRefs.length > 0) {
+      await this.beforeRead();
+      const results = await getLatestDoneResults(this.db, this.wf.id, step.stepRefs);
+      const steps: Record<string, { result: unknown }> = {};
+      for (const [name, result] of results) steps[name] = { result };
+      scope.steps = steps;
+    } else {
+      scope.steps = {};
+    }
+    if (step.usesItem && scope.item === undefined && pos.fanoutId !== null) {
+      const found = await this.itemAt(pos.fanoutId, pos.itemIndex);
+      if (found) {
+        scope.item = found.item;
+        scope.index = found.index;
+        if (found.alias) scope[found.alias] = found.item;
+      }
+    } else if (scope.item !== undefined && pos.fanoutId !== null) {
+      const fork = await getForkRow(this.db, pos.fanoutId);
+      const t = fork ? getStep(this.wf.flow, fork.name).transition : undefined;
+      if (t?.kind === 'forEach' && t.as) scope[t.as] = scope.item;
+    }
+    return scope;
+  }
+
+  /** Walks up the fan-outs enclosing a position to the nearest forEach and reads its item. */
+  private async itemAt(fanoutId: string, itemIndex: number | null): Promise<{ item: unknown; index: number; alias?: string } | undefined> {
+    let cur: { fanoutId: string | null; itemIndex: number | null } = { fanoutId, itemIndex };
+    while (cur.fanoutId !== null) {
+      await this.beforeRead();
+      const fork = await getForkRow(this.db, cur.fanoutId);
+      if (!fork) return undefined;
+      const forkStep = getStep(this.wf.flow, fork.name);
+      if (forkStep.transition.kind === 'forEach' && cur.itemIndex !== null) {
+        const items = await forkItems(fork, forkStep, this);
+        const out: { item: unknown; index: number; alias?: string } = { item: items[cur.itemIndex], index: cur.itemIndex };
+        if (forkStep.transition.as) out.alias = forkStep.transition.as;
+        return out;
+      }
+      cur = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+    }
+    return undefined;
+  }
+}
+
+/**
+ * The items of a forEach fan-out. A fork without a tool stored them as its result; a tool
+ * step that fans out over its own result has them re-resolved from that result.
+ */
+export async function forkItems(fork: ForkRow, forkStep: CompiledStep, scopes: ScopeBuilder): Promise<unknown[]> {
+  const t = forkStep.transition;
+  if (t.kind !== 'forEach') return [];
+  if (forkStep.kind === 'fork') {
+    const stored = (fork.result as { items?: unknown } | null)?.items;
+    return Array.isArray(stored) ? stored : [];
+  }
+  const scope = await scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, { result: fork.result });
+  const items = resolveTemplates(t.items, scope);
+  return Array.isArray(items) ? items : [];
+}

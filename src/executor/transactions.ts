@@ -1,0 +1,128 @@
+/**
+ * The executor's transactions. Each locks the workflow row first, so the transitions of one
+ * workflow are serialized even across executors, then lets Advance decide and write.
+ */
+import type pg from 'pg';
+import { withTransaction } from '../db/connect.js';
+import {
+  admitNewWorkflows,
+  cancelLiveSteps,
+  failWorkflowIfActive,
+  finishGateIfExpired,
+  finishStepIfLeaseExpired,
+  finishStepIfRunning,
+  lockWorkflow,
+  notifyEvents,
+  setWorkflowDeadline,
+  type FinishValues,
+  type FinishedStep,
+} from '../db/queries.js';
+import type { ErrorData } from '../errors.js';
+import { EVENTS_CHANNEL } from '../events.js';
+import { compileFlow } from '../flow/validate.js';
+import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
+import type { WorkflowCache, WorkflowInfo } from './workflowCache.js';
+
+export interface TxDeps extends AdvanceDeps {
+  pool: pg.Pool;
+  cache: WorkflowCache;
+  executorId: string;
+}
+
+export interface TxResult {
+  /** Running steps this transaction cancelled; abort their tools. */
+  cancelledRunning: string[];
+  /** Whether the outcome was recorded (false: the step was no longer ours — a late result). */
+  recorded: boolean;
+  /** Whether this transaction created ready work (wake the claim loop). */
+  createdWork: boolean;
+}
+
+export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
+
+/** Records `outcome` for a step (fenced by `guard`) and advances its workflow. */
+export async function finishStep(
+  deps: TxDeps,
+  input: { stepId: string; workflowId: string; guard: FinishGuard; outcome: Outcome; args?: unknown },
+): Promise<TxResult> {
+  return withTransaction(deps.pool, async (client) => {
+    const locked = await lockWorkflow(client, input.workflowId);
+    if (!locked || locked.status !== 'running') return { cancelledRunning: [], recorded: false, createdWork: false };
+    const wf = (await deps.cache.load(client, [input.workflowId])).get(input.workflowId);
+    if (!wf) return { cancelledRunning: [], recorded: false, createdWork: false };
+
+    const values: FinishValues =
+      input.outcome.status === 'done'
+        ? { id: input.stepId, status: 'done', result: input.outcome.result }
+        : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
+    if (input.args !== undefined) values.args = input.args;
+    let finished: FinishedStep | undefined;
+    if (input.guard === 'running') finished = await finishStepIfRunning(client, deps.executorId, values);
+    else if (input.guard === 'lease-expired') finished = await finishStepIfLeaseExpired(client, values);
+    else finished = await finishGateIfExpired(client, values);
+    if (!finished) return { cancelledRunning: [], recorded: false, createdWork: false };
+
+    const advance = new Advance(client, deps, wf, locked.step_count);
+    await advance.afterOutcome(
+      { id: finished.id, name: finished.name, attempt: finished.attempt, args: finished.args, fanoutId: finished.fanout_id, itemIndex: finished.item_index },
+      input.outcome,
+    );
+    await advance.finish();
+    if (advance.ended) deps.cache.forget(wf.id);
+    return { cancelledRunning: advance.cancelledRunning, recorded: true, createdWork: !advance.ended };
+  });
+}
+
+function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData {
+  const { retryAfterMs: _ignored, ...rest } = error;
+  return rest;
+}
+
+/** Admits up to `limit` new workflows: validates each flow and creates its first step. */
+export async function admitWorkflows(deps: TxDeps, limit: number): Promise<{ admitted: number; cancelledRunning: string[] }> {
+  return withTransaction(deps.pool, async (client) => {
+    const rows = await admitNewWorkflows(client, limit);
+    const events: string[] = [];
+    for (const row of rows) {
+      const compiled = compileFlow(row.flow);
+      if (!compiled.ok) {
+        const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
+        await failWorkflowIfActive(client, row.id, error);
+        deps.log.warn({ workflowId: row.id, workflow: row.name, issues: compiled.issues }, 'workflow rejected: invalid flow');
+        events.push(JSON.stringify({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() }));
+        continue;
+      }
+      const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+      deps.cache.put(wf);
+      if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
+      const advance = new Advance(client, { ...deps, emitEvents: false }, wf, row.step_count);
+      advance.event('workflow.started');
+      await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
+      await advance.flush();
+      if (advance.ended) deps.cache.forget(wf.id);
+      events.push(...advance.events.map((e) => JSON.stringify(e)));
+      deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
+    }
+    if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
+    return { admitted: rows.length, cancelledRunning: [] };
+  });
+}
+
+/** The workflow ran past its flow's `timeout`: fail it with `deadline`. */
+export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Promise<TxResult> {
+  return withTransaction(deps.pool, async (client) => {
+    const locked = await lockWorkflow(client, workflowId);
+    if (!locked || locked.status !== 'running') return { cancelledRunning: [], recorded: false, createdWork: false };
+    const cancelledRunning = await cancelLiveSteps(client, workflowId);
+    const error = { code: 'deadline', message: 'workflow ran past its timeout' };
+    await failWorkflowIfActive(client, workflowId, error);
+    deps.cache.forget(workflowId);
+    if (deps.emitEvents) {
+      await notifyEvents(client, EVENTS_CHANNEL, [
+        JSON.stringify({ type: 'workflow.failed', schema: deps.schema, workflowId, error, at: new Date().toISOString() }),
+      ]);
+    }
+    deps.log.info({ workflowId, error }, 'workflow failed');
+    return { cancelledRunning, recorded: true, createdWork: false };
+  });
+}

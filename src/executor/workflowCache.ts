@@ -1,0 +1,73 @@
+/**
+ * The compiled definition of each running workflow. A workflow's flow, input, name and user
+ * are frozen once it is admitted (the guard trigger enforces it), so caching them is safe.
+ */
+import { compileFlow } from '../flow/validate.js';
+import type { CompiledFlow } from '../flow/compiled.js';
+import { getWorkflowDefinitions, type Queryable, type WorkflowDefinition } from '../db/queries.js';
+
+export interface WorkflowInfo {
+  id: string;
+  name: string;
+  input: Record<string, unknown>;
+  createdBy: string | null;
+  flow: CompiledFlow;
+}
+
+export class WorkflowCache {
+  private readonly entries = new Map<string, WorkflowInfo>();
+
+  constructor(private readonly capacity = 2_000) {}
+
+  get(id: string): WorkflowInfo | undefined {
+    const hit = this.entries.get(id);
+    if (hit) {
+      // Refresh recency: Map keeps insertion order, so the first key is the least recent.
+      this.entries.delete(id);
+      this.entries.set(id, hit);
+    }
+    return hit;
+  }
+
+  put(info: WorkflowInfo): void {
+    this.entries.delete(info.id);
+    this.entries.set(info.id, info);
+    while (this.entries.size > this.capacity) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest === undefined) break;
+      this.entries.delete(oldest);
+    }
+  }
+
+  forget(id: string): void {
+    this.entries.delete(id);
+  }
+
+  /** Returns every requested workflow, loading the ones not cached in one query. */
+  async load(db: Queryable, ids: string[]): Promise<Map<string, WorkflowInfo>> {
+    const out = new Map<string, WorkflowInfo>();
+    const missing: string[] = [];
+    for (const id of new Set(ids)) {
+      const hit = this.get(id);
+      if (hit) out.set(id, hit);
+      else missing.push(id);
+    }
+    if (missing.length > 0) {
+      for (const row of await getWorkflowDefinitions(db, missing)) {
+        const info = toInfo(row);
+        if (info) {
+          this.put(info);
+          out.set(row.id, info);
+        }
+      }
+    }
+    return out;
+  }
+}
+
+/** Compiles a stored definition; undefined when its flow is invalid (it was never admitted). */
+export function toInfo(row: WorkflowDefinition): WorkflowInfo | undefined {
+  const compiled = compileFlow(row.flow);
+  if (!compiled.ok) return undefined;
+  return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+}

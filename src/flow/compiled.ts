@@ -1,0 +1,66 @@
+/**
+ * A flow after validation: every step with its kind, its transition, and its policies in
+ * milliseconds, conditions compiled once. This is what the executor caches per workflow.
+ */
+import type { CompiledCondition } from './conditions.js';
+import type { FlowSpec, StepSpec } from './spec.js';
+
+export type StepKind = 'tool' | 'gate' | 'timer' | 'fork';
+export type FanoutMode = 'failFast' | 'allSettled';
+
+export type Transition =
+  | { kind: 'next'; to: string }
+  | { kind: 'branch'; cases: { condition: CompiledCondition; then: string }[]; default?: string }
+  | { kind: 'parallel'; branches: string[]; join?: string; mode: FanoutMode }
+  | { kind: 'forEach'; items: unknown; step: string; concurrency: number; as?: string; join?: string; mode: FanoutMode }
+  /** End of a chain: arrive at the enclosing fan-out's join (seed form names it), or end the workflow. */
+  | { kind: 'arrive'; join?: string }
+  | { kind: 'done'; status: 'completed' | 'failed'; error?: string };
+
+export interface RetryPolicy {
+  maxAttempts: number;
+  initialMs: number;
+  multiplier: number;
+  maxMs: number;
+  jitter: boolean;
+}
+
+export interface CompiledStep {
+  name: string;
+  kind: StepKind;
+  spec: StepSpec;
+  tool: string | null;
+  /** The args template (JSON with {{…}}). */
+  args: unknown;
+  transition: Transition;
+  retry: RetryPolicy;
+  timeoutMs: number;
+  onError?: string;
+  approval?: { timeoutMs?: number; onTimeout: 'fail' | 'approve' | 'reject' };
+  wait?: { ms: number } | { until: string };
+  output?: unknown;
+  /** Steps whose results this step's templates and conditions read (`steps.NAME…`). */
+  stepRefs: string[];
+  /** Whether this step's templates read `item`/`index` (or a forEach alias). */
+  usesItem: boolean;
+}
+
+export interface CompiledFlow {
+  spec: FlowSpec;
+  start: string;
+  timeoutMs?: number;
+  maxSteps: number;
+  steps: Map<string, CompiledStep>;
+  /** forEach `as` aliases in use anywhere in the flow. */
+  itemAliases: string[];
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 3, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true };
+export const DEFAULT_STEP_TIMEOUT_MS = 60_000;
+export const DEFAULT_MAX_STEPS = 1_000;
+
+export function getStep(flow: CompiledFlow, name: string): CompiledStep {
+  const step = flow.steps.get(name);
+  if (!step) throw new Error(`flow has no step "${name}"`);
+  return step;
+}

@@ -1,0 +1,146 @@
+/**
+ * The shape of flow JSON (DESIGN.md section 2), as a zod schema, and the reading of the
+ * seed's flat form ({ "start": { "name": "first", ... }, "other": { ... } }) into the
+ * canonical form ({ "start": "first", "steps": { "first": { ... }, "other": { ... } } }).
+ */
+import { z } from 'zod';
+
+const duration = z.union([z.string().min(1), z.number().int().nonnegative()]);
+const stepName = z.string().min(1, 'a step name must not be empty');
+
+export const retrySpec = z
+  .object({
+    maxAttempts: z.number().int().min(1).max(1000).optional(),
+    initial: duration.optional(),
+    multiplier: z.number().min(1).max(100).optional(),
+    max: duration.optional(),
+    jitter: z.boolean().optional(),
+  })
+  .strict();
+
+export const approvalSpec = z
+  .object({
+    timeout: duration.optional(),
+    onTimeout: z.enum(['fail', 'approve', 'reject']).optional(),
+  })
+  .strict();
+
+export const forEachSpec = z
+  .object({
+    items: z.unknown().refine((v) => v !== undefined, 'forEach.items is required'),
+    step: stepName,
+    concurrency: z.number().int().min(1).max(10_000).optional(),
+    as: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'forEach.as must be an identifier')
+      .optional(),
+  })
+  .strict();
+
+export const doneSpec = z.union([
+  z.literal(true),
+  z.object({ status: z.literal('failed'), error: z.string().min(1).optional() }).strict(),
+  z.object({ status: z.literal('completed') }).strict(),
+]);
+
+export const stepSpec = z
+  .object({
+    name: stepName.optional(),
+    description: z.string().optional(),
+    tool: z.string().min(1).nullable().optional(),
+    args: z.unknown().optional(),
+    next: stepName.optional(),
+    branch: z.array(z.object({ if: z.string().min(1), then: stepName }).strict()).min(1).optional(),
+    default: stepName.optional(),
+    parallel: z.array(stepName).optional(),
+    forEach: forEachSpec.optional(),
+    join: stepName.optional(),
+    mode: z.enum(['failFast', 'allSettled']).optional(),
+    done: doneSpec.optional(),
+    output: z.unknown().optional(),
+    approval: z.union([z.literal(true), approvalSpec]).optional(),
+    wait: z.union([duration, z.object({ until: z.string().min(1) }).strict()]).optional(),
+    retry: retrySpec.optional(),
+    timeout: duration.optional(),
+    onError: stepName.optional(),
+  })
+  .strict();
+
+export const flowSpec = z
+  .object({
+    start: stepName,
+    description: z.string().optional(),
+    timeout: duration.optional(),
+    maxSteps: z.number().int().min(1).max(1_000_000).optional(),
+    steps: z.record(stepName, stepSpec),
+  })
+  .strict();
+
+export type StepSpec = z.infer<typeof stepSpec>;
+export type FlowSpec = z.infer<typeof flowSpec>;
+
+export interface FlowIssue {
+  path: string;
+  message: string;
+}
+
+/** Joins a zod issue path into `steps.search.branch[0].if` form. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out ? `.${String(part)}` : String(part);
+  }
+  return out;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Reads either form into the canonical one. The seed's flat form is recognised by `start`
+ * being an object; its `name` says what the first step is called.
+ */
+export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue[] } {
+  if (typeof raw === 'string') {
+    try {
+      raw = JSON.parse(raw);
+    } catch (err) {
+      return { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] };
+    }
+  }
+  if (!isPlainObject(raw)) return { issues: [{ path: '', message: 'flow must be a JSON object' }] };
+  if (!isPlainObject(raw.start)) return { flow: raw, issues: [] };
+
+  const start = raw.start;
+  const name = start.name;
+  if (typeof name !== 'string' || name.length === 0) {
+    return { issues: [{ path: 'start.name', message: 'in the flat form, the "start" step must carry its "name"' }] };
+  }
+  const steps: Record<string, unknown> = {};
+  const issues: FlowIssue[] = [];
+  for (const [key, spec] of Object.entries(raw)) {
+    if (key === 'start') continue;
+    if (key === name) {
+      issues.push({ path: key, message: `step "${name}" is defined twice: as "start" (by its name) and under its own key` });
+      continue;
+    }
+    steps[key] = spec;
+  }
+  steps[name] = start;
+  return { flow: { start: name, steps }, issues };
+}
+
+/** Parses shape only (zod); graph checks are in validate.ts. */
+export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[] } {
+  const normalized = normalizeFlow(raw);
+  if (normalized.issues.length || normalized.flow === undefined) return { issues: normalized.issues };
+  const parsed = flowSpec.safeParse(normalized.flow);
+  if (!parsed.success) {
+    return {
+      issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+    };
+  }
+  return { spec: parsed.data, issues: [] };
+}

@@ -1,0 +1,342 @@
+/**
+ * `{{ … }}` templates in flow JSON: resolution against the values the executor provides, and a
+ * static scan for the validator. Pure: no I/O, no module state.
+ *
+ * Grammar of the text between the braces (surrounding whitespace allowed):
+ *
+ *   expression := root segment*
+ *   root       := identifier                      input, steps, result, item, index, …
+ *   segment    := "." name                        .hits  .0  .by-web
+ *               | "[" integer "]"                 [3]
+ *               | "[" quoted "]"                  ["a b"]  ['x']
+ *
+ * A name made only of digits (without a leading zero) is an index. Arrays are indexed by numbers
+ * only; objects by their OWN properties only, and `__proto__`, `constructor` and `prototype` are
+ * never accepted. A path that does not exist is an error, never an empty string.
+ */
+
+import { TemplateError } from '../errors.js';
+
+/** The roots a template may start from: input, steps, result, item, index, results, error, workflow, … */
+export type TemplateScope = Record<string, unknown>;
+
+/** One template found by {@link templateRefs}. `root` has the seed's aliases normalized. */
+export interface TemplateRef {
+  raw: string;
+  root: string;
+  path: (string | number)[];
+}
+
+/** The seed's spellings of two roots. */
+const ROOT_ALIASES: Readonly<Record<string, string>> = Object.freeze({ workflow_input: 'input', loop_item: 'item' });
+
+const FORBIDDEN_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** A parsed expression plus what error messages need: the source text of every segment. */
+interface ParsedExpression {
+  root: string;
+  /** The root as written (before alias normalization). */
+  rootText: string;
+  path: (string | number)[];
+  /** For each path element, the text naming it in a "does not exist" message, e.g. `hits[3]`. */
+  labels: string[];
+}
+
+interface TemplatePart {
+  raw: string;
+  expr: ParsedExpression;
+}
+
+/** A string split into literal text and templates, in order. */
+type StringPart = string | TemplatePart;
+
+// ---------------------------------------------------------------------------------------------
+// Expression parsing
+
+function isIdentStart(c: number): boolean {
+  return (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 /* _ */ || c === 36; /* $ */
+}
+
+function isNameChar(c: number): boolean {
+  return isIdentStart(c) || (c >= 48 && c <= 57) || c === 45; /* - */
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+
+function isCanonicalIndex(text: string): boolean {
+  if (text.length === 0 || text.length > 15) return false;
+  for (let i = 0; i < text.length; i++) if (!isDigit(text.charCodeAt(i))) return false;
+  return text === '0' || text.charCodeAt(0) !== 48;
+}
+
+function syntaxError(raw: string, problem: string): TemplateError {
+  return new TemplateError(`template "${raw}": ${problem}`, { template: raw });
+}
+
+function checkSegment(raw: string, name: string): void {
+  if (FORBIDDEN_SEGMENTS.has(name)) throw syntaxError(raw, `"${name}" is not allowed in a template path`);
+}
+
+/**
+ * Parses the text between `{{` and `}}`. `raw` is only used in error messages. One left-to-right
+ * pass, no regular expressions.
+ */
+function parseExpression(expr: string, raw: string): ParsedExpression {
+  let start = 0;
+  let end = expr.length;
+  while (start < end && isSpace(expr.charCodeAt(start))) start++;
+  while (end > start && isSpace(expr.charCodeAt(end - 1))) end--;
+  if (start === end) throw syntaxError(raw, 'the template is empty');
+
+  let i = start;
+  if (!isIdentStart(expr.charCodeAt(i))) {
+    throw syntaxError(raw, `expected a name at the start, got "${expr[i]}"`);
+  }
+  while (i < end && isNameChar(expr.charCodeAt(i))) i++;
+  const rootText = expr.slice(start, i);
+  checkSegment(raw, rootText);
+  const root = Object.hasOwn(ROOT_ALIASES, rootText) ? (ROOT_ALIASES[rootText] as string) : rootText;
+
+  const path: (string | number)[] = [];
+  const labels: string[] = [];
+  // Where the label of an index segment starts: the last named segment (or the root).
+  let anchor = start;
+
+  while (i < end) {
+    const c = expr.charCodeAt(i);
+    const segStart = i;
+    if (c === 46 /* . */) {
+      i++;
+      const nameStart = i;
+      while (i < end && isNameChar(expr.charCodeAt(i))) i++;
+      const name = expr.slice(nameStart, i);
+      if (name.length === 0) {
+        throw syntaxError(raw, i < end && expr[i] === '.' ? 'empty path segment ".."' : `expected a name after "." at "${expr.slice(segStart, end)}"`);
+      }
+      if (isCanonicalIndex(name)) {
+        path.push(Number(name));
+        labels.push(expr.slice(anchor, i));
+      } else {
+        checkSegment(raw, name);
+        path.push(name);
+        labels.push(name);
+        anchor = nameStart;
+      }
+    } else if (c === 91 /* [ */) {
+      i++;
+      const q = expr.charCodeAt(i);
+      if (q === 34 /* " */ || q === 39 /* ' */) {
+        i++;
+        let key = '';
+        let closed = false;
+        while (i < end) {
+          const ch = expr.charCodeAt(i);
+          if (ch === 92 /* \ */ && i + 1 < end) {
+            key += expr[i + 1];
+            i += 2;
+          } else if (ch === q) {
+            closed = true;
+            i++;
+            break;
+          } else {
+            key += expr[i];
+            i++;
+          }
+        }
+        if (!closed) throw syntaxError(raw, 'unclosed quoted key');
+        if (expr.charCodeAt(i) !== 93 /* ] */) throw syntaxError(raw, 'expected "]" after a quoted key');
+        i++;
+        checkSegment(raw, key);
+        path.push(key);
+      } else {
+        const numStart = i;
+        while (i < end && isDigit(expr.charCodeAt(i))) i++;
+        const digits = expr.slice(numStart, i);
+        if (i >= end) throw syntaxError(raw, 'unclosed "["');
+        if (expr.charCodeAt(i) !== 93 || !isCanonicalIndex(digits)) {
+          let close = expr.indexOf(']', numStart);
+          if (close < 0 || close > end) close = end;
+          throw syntaxError(raw, `"[${expr.slice(numStart, close)}]" is not an index (use [0] or ["key"])`);
+        }
+        i++;
+        path.push(Number(digits));
+      }
+      labels.push(expr.slice(anchor, i));
+    } else {
+      throw syntaxError(raw, `unexpected "${expr[i]}" at "${expr.slice(i, end)}"`);
+    }
+  }
+  return { root, rootText, path, labels };
+}
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 13;
+}
+
+/**
+ * Parses one template expression (the text between the braces) into its root and path. The seed's
+ * aliases are normalized (`workflow_input` → `input`, `loop_item` → `item`). Throws TemplateError
+ * on bad syntax.
+ */
+export function parseTemplateExpression(expr: string): { root: string; path: (string | number)[] } {
+  const parsed = parseExpression(expr, `{{${expr}}}`);
+  return { root: parsed.root, path: parsed.path };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scanning strings
+
+/**
+ * Splits a string into literal text and templates, or returns null when it has none. A `}}`
+ * inside a quoted key does not close the template. An unclosed `{{` is an error.
+ */
+function parseString(s: string): StringPart[] | null {
+  let open = s.indexOf('{{');
+  if (open < 0) return null;
+  const parts: StringPart[] = [];
+  let last = 0;
+  while (open >= 0) {
+    if (open > last) parts.push(s.slice(last, open));
+    let j = open + 2;
+    let quote = 0;
+    let close = -1;
+    for (; j < s.length; j++) {
+      const c = s.charCodeAt(j);
+      if (quote !== 0) {
+        if (c === 92 /* \ */) j++;
+        else if (c === quote) quote = 0;
+      } else if (c === 34 || c === 39) {
+        quote = c;
+      } else if (c === 125 /* } */ && s.charCodeAt(j + 1) === 125) {
+        close = j;
+        break;
+      }
+    }
+    if (close < 0) {
+      const raw = s.slice(open, Math.min(s.length, open + 60));
+      throw new TemplateError(`template "${raw}": no closing "}}"`, { template: raw });
+    }
+    const raw = s.slice(open, close + 2);
+    parts.push({ raw, expr: parseExpression(s.slice(open + 2, close), raw) });
+    last = close + 2;
+    open = s.indexOf('{{', last);
+  }
+  if (last < s.length) parts.push(s.slice(last));
+  return parts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolution
+
+function lookup(part: TemplatePart, scope: TemplateScope): unknown {
+  const { expr, raw } = part;
+  const known = Object.hasOwn(scope, expr.root) ? scope[expr.root] : undefined;
+  if (known === undefined) {
+    const roots = Object.keys(scope).filter((k) => scope[k] !== undefined);
+    throw new TemplateError(
+      `template "${raw}": unknown root "${expr.rootText}" (available here: ${roots.join(', ') || 'none'})`,
+      { template: raw, root: expr.rootText },
+    );
+  }
+  let value: unknown = known;
+  const { path } = expr;
+  for (let k = 0; k < path.length; k++) {
+    const seg = path[k] as string | number;
+    let next: unknown;
+    if (Array.isArray(value)) {
+      next = typeof seg === 'number' && seg < value.length ? (value[seg] as unknown) : undefined;
+    } else if (typeof value === 'object' && value !== null) {
+      const key = typeof seg === 'number' ? String(seg) : seg;
+      next = Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
+    }
+    if (next === undefined) {
+      const label = expr.labels[k] as string;
+      throw new TemplateError(`template "${raw}": "${label}" does not exist`, {
+        template: raw,
+        segment: label,
+        path: [expr.root, ...path.slice(0, k + 1)],
+      });
+    }
+    value = next;
+  }
+  return value;
+}
+
+function interpolate(parts: StringPart[], scope: TemplateScope): string {
+  let out = '';
+  for (const part of parts) {
+    if (typeof part === 'string') {
+      out += part;
+      continue;
+    }
+    const value = lookup(part, scope);
+    if (typeof value === 'string') out += value;
+    else if (typeof value === 'bigint') out += value.toString();
+    else {
+      const text = JSON.stringify(value);
+      if (text === undefined) throw new TemplateError(`template "${part.raw}": the value cannot be written as text`, { template: part.raw });
+      out += text;
+    }
+  }
+  return out;
+}
+
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+  else target[key] = value;
+}
+
+/**
+ * Resolves every template in a JSON value. Returns new arrays and objects; the input is not
+ * changed. A string that is exactly one template becomes the value itself (any type); templates
+ * inside text are interpolated (strings as they are, anything else as JSON). Values that come out
+ * of the scope are never scanned for templates themselves.
+ */
+export function resolveTemplates(value: unknown, scope: TemplateScope): unknown {
+  if (typeof value === 'string') {
+    const parts = parseString(value);
+    if (parts === null) return value;
+    const first = parts[0];
+    if (parts.length === 1 && typeof first === 'object' && first.raw.length === value.length) return lookup(first, scope);
+    return interpolate(parts, scope);
+  }
+  if (Array.isArray(value)) return value.map((item: unknown) => resolveTemplates(item, scope));
+  if (typeof value === 'object' && value !== null && isPlainObject(value)) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) setOwn(out, key, resolveTemplates((value as Record<string, unknown>)[key], scope));
+    return out;
+  }
+  return value;
+}
+
+function collectRefs(value: unknown, out: TemplateRef[]): void {
+  if (typeof value === 'string') {
+    const parts = parseString(value);
+    if (parts === null) return;
+    for (const part of parts) {
+      if (typeof part !== 'string') out.push({ raw: part.raw, root: part.expr.root, path: part.expr.path });
+    }
+  } else if (Array.isArray(value)) {
+    for (const item of value) collectRefs(item, out);
+  } else if (typeof value === 'object' && value !== null && isPlainObject(value)) {
+    for (const key of Object.keys(value)) collectRefs((value as Record<string, unknown>)[key], out);
+  }
+}
+
+/**
+ * Every template in a JSON value, in document order, for validation: `raw` is the template as
+ * written (`{{ input.x }}`), `root` is normalized (`input` for `workflow_input`, `item` for
+ * `loop_item`). Throws TemplateError on bad syntax.
+ */
+export function templateRefs(value: unknown): TemplateRef[] {
+  const out: TemplateRef[] = [];
+  collectRefs(value, out);
+  return out;
+}

@@ -1,0 +1,299 @@
+/**
+ * Validation of a flow: shape (zod, in spec.ts), then the graph. Every problem is reported as
+ * {path, message}; a flow with no issues compiles into a CompiledFlow for the executor.
+ */
+import { compileCondition, type CompiledCondition } from './conditions.js';
+import {
+  DEFAULT_MAX_STEPS,
+  DEFAULT_RETRY,
+  DEFAULT_STEP_TIMEOUT_MS,
+  type CompiledFlow,
+  type CompiledStep,
+  type RetryPolicy,
+  type StepKind,
+  type Transition,
+} from './compiled.js';
+import { parseDuration } from './duration.js';
+import { parseFlowShape, type FlowIssue, type FlowSpec, type StepSpec } from './spec.js';
+import { templateRefs, type TemplateRef } from './templates.js';
+import { checkRegions } from './regions.js';
+
+export type { FlowIssue } from './spec.js';
+
+const BASE_ROOTS = ['input', 'steps', 'workflow', 'item', 'index', 'results', 'error', 'result'];
+
+export type CompileResult = { ok: true; flow: CompiledFlow; issues: [] } | { ok: false; issues: FlowIssue[] };
+
+/** Validates any flow JSON (either form) and compiles it. */
+export function compileFlow(raw: unknown): CompileResult {
+  const shape = parseFlowShape(raw);
+  if (!shape.spec) return { ok: false, issues: shape.issues };
+  const issues: FlowIssue[] = [];
+  const flow = buildFlow(shape.spec, issues);
+  if (issues.length === 0) issues.push(...checkRegions(flow));
+  if (issues.length > 0) return { ok: false, issues };
+  return { ok: true, flow, issues: [] };
+}
+
+/** Just the issues: what `stepd validate` prints. */
+export function validateFlow(raw: unknown): FlowIssue[] {
+  return compileFlow(raw).issues;
+}
+
+function durationMs(value: string | number | undefined, path: string, issues: FlowIssue[]): number | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    issues.push({ path, message: (err as Error).message });
+    return undefined;
+  }
+}
+
+function buildFlow(spec: FlowSpec, issues: FlowIssue[]): CompiledFlow {
+  const names = new Set(Object.keys(spec.steps));
+  const aliases = new Set<string>();
+  for (const s of Object.values(spec.steps)) if (s.forEach?.as) aliases.add(s.forEach.as);
+  for (const alias of aliases) {
+    if (BASE_ROOTS.includes(alias)) issues.push({ path: 'steps', message: `forEach alias "${alias}" shadows a built-in template root` });
+  }
+  const roots = new Set([...BASE_ROOTS, ...aliases]);
+
+  if (!names.has(spec.start)) {
+    issues.push({ path: 'start', message: `start step "${spec.start}" is not defined in steps` });
+  }
+  const flow: CompiledFlow = {
+    spec,
+    start: spec.start,
+    maxSteps: spec.maxSteps ?? DEFAULT_MAX_STEPS,
+    steps: new Map(),
+    itemAliases: [...aliases],
+  };
+  const timeoutMs = durationMs(spec.timeout, 'timeout', issues);
+  if (timeoutMs !== undefined) flow.timeoutMs = timeoutMs;
+
+  for (const [name, step] of Object.entries(spec.steps)) {
+    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues });
+    if (compiled) flow.steps.set(name, compiled);
+  }
+  return flow;
+}
+
+interface BuildContext {
+  names: Set<string>;
+  roots: Set<string>;
+  aliases: string[];
+  issues: FlowIssue[];
+}
+
+function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep | undefined {
+  const at = `steps.${name}`;
+  const { issues } = ctx;
+  const before = issues.length;
+
+  // normalizeFlow moved the flat form's start step under its name, so a mismatch is a mistake.
+  if (s.name !== undefined && s.name !== name) {
+    issues.push({ path: `${at}.name`, message: `name "${s.name}" does not match the step's key "${name}"` });
+  }
+
+  const refName = (target: string | undefined, path: string) => {
+    if (target !== undefined && !ctx.names.has(target)) {
+      issues.push({ path: `${at}.${path}`, message: `step "${target}" does not exist` });
+    }
+  };
+  refName(s.next, 'next');
+  s.branch?.forEach((b, i) => refName(b.then, `branch[${i}].then`));
+  refName(s.default, 'default');
+  s.parallel?.forEach((b, i) => refName(b, `parallel[${i}]`));
+  refName(s.forEach?.step, 'forEach.step');
+  refName(s.join, 'join');
+  refName(s.onError, 'onError');
+
+  const isFork = s.parallel !== undefined || s.forEach !== undefined;
+  const transitions = [
+    s.next !== undefined && 'next',
+    s.branch !== undefined && 'branch',
+    s.parallel !== undefined && 'parallel',
+    s.forEach !== undefined && 'forEach',
+    s.done !== undefined && 'done',
+    s.join !== undefined && !isFork && 'join',
+  ].filter((t): t is string => typeof t === 'string');
+  if (transitions.length > 1) {
+    issues.push({ path: at, message: `a step has at most one transition, but this one has ${transitions.join(', ')}` });
+  }
+  if (s.default !== undefined && s.branch === undefined) {
+    issues.push({ path: `${at}.default`, message: '"default" only applies to a step with "branch"' });
+  }
+  if (s.mode !== undefined && !isFork) {
+    issues.push({ path: `${at}.mode`, message: '"mode" only applies to a step with "parallel" or "forEach"' });
+  }
+  if (s.parallel !== undefined && s.parallel.length === 0) {
+    issues.push({ path: `${at}.parallel`, message: 'parallel needs at least one branch' });
+  }
+  if (s.parallel && new Set(s.parallel).size !== s.parallel.length) {
+    issues.push({ path: `${at}.parallel`, message: 'a step is listed twice in parallel' });
+  }
+
+  const hasTool = typeof s.tool === 'string';
+  let kind: StepKind;
+  if (hasTool) kind = 'tool';
+  else if (isFork) kind = 'fork';
+  else if (s.wait !== undefined) kind = 'timer';
+  else kind = 'gate';
+  if (hasTool && s.approval !== undefined) issues.push({ path: `${at}.approval`, message: 'a step cannot have both a tool and an approval' });
+  if (hasTool && s.wait !== undefined) issues.push({ path: `${at}.wait`, message: 'a step cannot have both a tool and a wait' });
+  if (s.wait !== undefined && (s.approval !== undefined || isFork)) {
+    issues.push({ path: `${at}.wait`, message: 'a timer (wait) cannot also be an approval or a fan-out' });
+  }
+  if (isFork && !hasTool && s.approval !== undefined) {
+    issues.push({ path: `${at}.approval`, message: 'an approval gate cannot also fan out; put the fan-out in the next step' });
+  }
+  if (!hasTool && s.args !== undefined && !(typeof s.args === 'object' && s.args !== null && Object.keys(s.args).length === 0)) {
+    issues.push({ path: `${at}.args`, message: 'args only apply to a step with a tool' });
+  }
+  if ((kind === 'timer' || kind === 'fork') && s.retry !== undefined) {
+    issues.push({ path: `${at}.retry`, message: 'retry only applies to tool steps and gates' });
+  }
+  if (s.output !== undefined && s.done === undefined && transitions.length > 0 && !(transitions.length === 1 && transitions[0] === 'join')) {
+    issues.push({ path: `${at}.output`, message: '"output" only applies to a step that ends the workflow' });
+  }
+  if (s.done !== undefined && s.done !== true && s.done.status === 'failed' && s.output !== undefined) {
+    issues.push({ path: `${at}.output`, message: 'a step that fails the workflow has no output' });
+  }
+
+  // Policies.
+  const retry: RetryPolicy = { ...DEFAULT_RETRY };
+  if (s.retry) {
+    if (s.retry.maxAttempts !== undefined) retry.maxAttempts = s.retry.maxAttempts;
+    if (s.retry.multiplier !== undefined) retry.multiplier = s.retry.multiplier;
+    if (s.retry.jitter !== undefined) retry.jitter = s.retry.jitter;
+    retry.initialMs = durationMs(s.retry.initial, `${at}.retry.initial`, issues) ?? retry.initialMs;
+    retry.maxMs = durationMs(s.retry.max, `${at}.retry.max`, issues) ?? retry.maxMs;
+  }
+  const timeoutMs = durationMs(s.timeout, `${at}.timeout`, issues) ?? DEFAULT_STEP_TIMEOUT_MS;
+  if (timeoutMs <= 0) issues.push({ path: `${at}.timeout`, message: 'timeout must be greater than zero' });
+
+  let approval: CompiledStep['approval'];
+  if (kind === 'gate') {
+    const a = s.approval === true || s.approval === undefined ? {} : s.approval;
+    approval = { onTimeout: a.onTimeout ?? 'fail' };
+    const t = durationMs(a.timeout, `${at}.approval.timeout`, issues);
+    if (t !== undefined) approval.timeoutMs = t;
+  }
+  let wait: CompiledStep['wait'];
+  if (s.wait !== undefined) {
+    if (typeof s.wait === 'object') wait = { until: s.wait.until };
+    else wait = { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
+  }
+
+  // Templates and conditions.
+  const stepRefs = new Set<string>();
+  let usesItem = false;
+  const itemRoots = new Set(['item', 'index', ...ctx.aliases]);
+  const checkRefs = (value: unknown, path: string, allowResult: boolean) => {
+    let refs: TemplateRef[];
+    try {
+      refs = templateRefs(value);
+    } catch (err) {
+      issues.push({ path: `${at}.${path}`, message: (err as Error).message });
+      return;
+    }
+    for (const ref of refs) {
+      noteRef(ref.root, ref.path, path, allowResult);
+    }
+  };
+  const noteRef = (root: string, path: readonly (string | number)[], where: string, allowResult: boolean) => {
+    if (!ctx.roots.has(root)) {
+      issues.push({ path: `${at}.${where}`, message: `unknown template root "${root}" (known: ${[...ctx.roots].join(', ')})` });
+      return;
+    }
+    if (root === 'result' && !allowResult) {
+      issues.push({
+        path: `${at}.${where}`,
+        message: '"result" is this step\'s own result and is only available in output, conditions and forEach.items; use steps.NAME.result',
+      });
+    }
+    if (itemRoots.has(root)) usesItem = true;
+    if (root === 'steps') {
+      const target = path[0];
+      if (typeof target !== 'string') {
+        issues.push({ path: `${at}.${where}`, message: 'steps must be followed by a step name, as in steps.NAME.result' });
+      } else if (!ctx.names.has(target)) {
+        issues.push({ path: `${at}.${where}`, message: `template refers to step "${target}", which does not exist` });
+      } else {
+        stepRefs.add(target);
+      }
+    }
+  };
+  if (hasTool) checkRefs(s.args ?? {}, 'args', false);
+  if (s.output !== undefined) checkRefs(s.output, 'output', true);
+  if (s.forEach) checkRefs(s.forEach.items, 'forEach.items', hasTool);
+  if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+
+  const cases: { condition: CompiledCondition; then: string }[] = [];
+  s.branch?.forEach((b, i) => {
+    try {
+      const condition = compileCondition(b.if, ctx.aliases);
+      cases.push({ condition, then: b.then });
+      for (const ref of conditionStepRefs(b.if)) {
+        if (!ctx.names.has(ref)) issues.push({ path: `${at}.branch[${i}].if`, message: `condition refers to step "${ref}", which does not exist` });
+        else stepRefs.add(ref);
+      }
+      if (/\b(item|index)\b/.test(b.if) || ctx.aliases.some((a) => new RegExp(`\\b${a}\\b`).test(b.if))) usesItem = true;
+    } catch (err) {
+      issues.push({ path: `${at}.branch[${i}].if`, message: (err as Error).message });
+    }
+  });
+
+  if (issues.length > before) return undefined;
+
+  let transition: Transition;
+  if (s.next !== undefined) transition = { kind: 'next', to: s.next };
+  else if (s.branch !== undefined) transition = { kind: 'branch', cases, ...(s.default !== undefined ? { default: s.default } : {}) };
+  else if (s.parallel !== undefined) {
+    transition = { kind: 'parallel', branches: s.parallel, mode: s.mode ?? 'failFast', ...(s.join !== undefined ? { join: s.join } : {}) };
+  } else if (s.forEach !== undefined) {
+    transition = {
+      kind: 'forEach',
+      items: s.forEach.items,
+      step: s.forEach.step,
+      concurrency: s.forEach.concurrency ?? 10_000,
+      mode: s.mode ?? 'failFast',
+      ...(s.forEach.as !== undefined ? { as: s.forEach.as } : {}),
+      ...(s.join !== undefined ? { join: s.join } : {}),
+    };
+  } else if (s.done !== undefined) {
+    transition =
+      s.done === true || s.done.status === 'completed'
+        ? { kind: 'done', status: 'completed' }
+        : { kind: 'done', status: 'failed', ...(s.done.error !== undefined ? { error: s.done.error } : {}) };
+  } else transition = { kind: 'arrive', ...(s.join !== undefined ? { join: s.join } : {}) };
+
+  const step: CompiledStep = {
+    name,
+    kind,
+    spec: s,
+    tool: hasTool ? (s.tool as string) : null,
+    args: s.args ?? {},
+    transition,
+    retry,
+    timeoutMs,
+    stepRefs: [...stepRefs],
+    usesItem,
+  };
+  if (s.onError !== undefined) step.onError = s.onError;
+  if (approval) step.approval = approval;
+  if (wait) step.wait = wait;
+  if (s.output !== undefined) step.output = s.output;
+  return step;
+}
+
+/** `steps.NAME` and `steps["NAME"]` mentioned in a condition. */
+function conditionStepRefs(source: string): string[] {
+  const out: string[] = [];
+  for (const m of source.matchAll(/\bsteps\s*(?:\.\s*([A-Za-z_][\w-]*)|\[\s*["']([^"']+)["']\s*\])/g)) {
+    const name = m[1] ?? m[2];
+    if (name) out.push(name);
+  }
+  return out;
+}

@@ -1,0 +1,218 @@
+/**
+ * One lazily opened, shared connection to an MCP server. The first user opens it; concurrent
+ * users wait on that same connect; a closed or broken connection is forgotten so the next user
+ * opens a new one; it closes after `idleMs` without users, and for good on `close()`.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import { isHttpServer, type McpServerConfig } from '../../configFile.js';
+import { StepError } from '../../errors.js';
+import { raceAbort } from './results.js';
+
+export interface Session {
+  readonly client: Client;
+  readonly id: number;
+  /** The server's tools as last listed. */
+  tools: Tool[];
+}
+
+export interface McpConnectionOptions {
+  name: string;
+  server: McpServerConfig;
+  log: Logger;
+  /** Close the connection after this long without calls (Infinity: never). */
+  idleMs: number;
+  connectTimeoutMs: number;
+  clientInfo: { name: string; version: string };
+}
+
+export class McpConnection {
+  readonly #opts: McpConnectionOptions;
+  readonly #log: Logger;
+  #pending: Promise<Session> | undefined;
+  #current: Session | undefined;
+  #users = 0;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  #nextId = 1;
+
+  constructor(opts: McpConnectionOptions) {
+    this.#opts = opts;
+    this.#log = opts.log;
+  }
+
+  /** True while a session is open (or opening). */
+  get isOpen(): boolean {
+    return this.#pending !== undefined;
+  }
+
+  /** Runs `fn` on the shared session, opening it first when needed. `signal` stops the wait only. */
+  async use<T>(fn: (session: Session) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (this.#closed) {
+      throw new StepError('mcp_closed', `MCP server "${this.#opts.name}" is shut down`, { retryable: true });
+    }
+    this.#users++;
+    this.#clearIdle();
+    try {
+      const session = await raceAbort(this.#open(), signal);
+      return await fn(session);
+    } finally {
+      this.#users--;
+      if (this.#users === 0) this.#scheduleIdle();
+    }
+  }
+
+  /** Drops `session` (when it is still the current one) so the next user reconnects. */
+  discard(session: Session, reason: string): void {
+    if (this.#current !== session) return;
+    this.#forget();
+    this.#log.warn({ server: this.#opts.name, session: session.id, reason }, 'mcp connection dropped');
+    void this.#closeSession(session);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#clearIdle();
+    const pending = this.#pending;
+    this.#forget();
+    const session = await pending?.catch(() => undefined);
+    if (session) await this.#closeSession(session);
+  }
+
+  #open(): Promise<Session> {
+    if (!this.#pending) {
+      const pending = this.#connect();
+      this.#pending = pending;
+      pending.then(
+        (session) => {
+          if (this.#pending !== pending) return;
+          this.#current = session;
+          if (this.#users === 0) this.#scheduleIdle();
+        },
+        () => {
+          if (this.#pending === pending) this.#pending = undefined;
+        },
+      );
+    }
+    return this.#pending;
+  }
+
+  #forget(): void {
+    this.#pending = undefined;
+    this.#current = undefined;
+  }
+
+  async #connect(): Promise<Session> {
+    const { name, server, clientInfo, connectTimeoutMs } = this.#opts;
+    const id = this.#nextId++;
+    const log = this.#log.child({ server: name, session: id });
+    const client = new Client(clientInfo, { capabilities: {} });
+    const session: Session = { client, id, tools: [] };
+    client.onerror = (err) => log.debug({ err }, 'mcp transport reported an error');
+    client.onclose = () => {
+      if (this.#current === session) {
+        this.#forget();
+        log.warn('mcp connection closed by the server');
+      }
+    };
+    const started = Date.now();
+    try {
+      await client.connect(this.#transport(log), { timeout: connectTimeoutMs });
+      session.tools = await listAllTools(client, connectTimeoutMs);
+    } catch (err) {
+      await client.close().catch(() => undefined);
+      const message = err instanceof Error ? err.message : String(err);
+      log.warn({ err }, 'mcp connect failed');
+      throw new StepError('mcp_unavailable', `MCP server "${name}" could not be reached: ${message}`, {
+        retryable: true,
+        details: { server: name },
+        cause: err,
+      });
+    }
+    if (this.#closed) {
+      await this.#closeSession(session);
+      throw new StepError('mcp_closed', `MCP server "${name}" is shut down`, { retryable: true });
+    }
+    log.info({ tools: session.tools.length, ms: Date.now() - started }, 'mcp connected');
+    return session;
+  }
+
+  #transport(log: Logger): Transport {
+    const { server } = this.#opts;
+    if (isHttpServer(server)) {
+      const opts = server.headers ? { requestInit: { headers: server.headers } } : {};
+      return new StreamableHTTPClientTransport(new URL(server.url), opts);
+    }
+    const transport = new StdioClientTransport({
+      command: server.command,
+      args: server.args ?? [],
+      env: { ...getDefaultEnvironment(), ...server.env },
+      ...(server.cwd === undefined ? {} : { cwd: server.cwd }),
+      stderr: 'pipe',
+    });
+    // Always drain the child's stderr (a full pipe would block it) and log it line by line.
+    let partial = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) if (line.trim()) log.info({ stderr: line }, 'mcp server stderr');
+    });
+    return transport;
+  }
+
+  async #closeSession(session: Session): Promise<void> {
+    const transport = session.client.transport;
+    try {
+      if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+        // Tell the server the session is over, but never wait long on a server that went away.
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          transport.terminateSession().catch(() => undefined),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, 1000);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
+      await session.client.close();
+    } catch (err) {
+      this.#log.debug({ err, server: this.#opts.name, session: session.id }, 'mcp close failed');
+    }
+  }
+
+  #scheduleIdle(): void {
+    const { idleMs } = this.#opts;
+    this.#clearIdle();
+    if (this.#closed || !Number.isFinite(idleMs) || !this.#pending) return;
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      const session = this.#current;
+      if (this.#users > 0 || !session) return;
+      this.#forget();
+      this.#log.info({ server: this.#opts.name, session: session.id, idleMs }, 'mcp connection closed after idling');
+      void this.#closeSession(session);
+    }, idleMs);
+    this.#idleTimer.unref();
+  }
+
+  #clearIdle(): void {
+    if (this.#idleTimer) clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+  }
+}
+
+/** tools/list, following pagination cursors. */
+export async function listAllTools(client: Client, timeoutMs: number): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return tools;
+}

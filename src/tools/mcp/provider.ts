@@ -1,0 +1,154 @@
+/**
+ * One ToolProvider per configured MCP server: a step's `tool: "kb.search"` calls the tool
+ * `search` on the server named `kb`, over a connection shared by every step (see connection.ts).
+ */
+import type { Logger } from 'pino';
+import type { McpServerConfig } from '../../configFile.js';
+import { StepError } from '../../errors.js';
+import type { ToolContext, ToolInfo, ToolProvider } from '../tool.js';
+import { listAllTools, McpConnection, type Session } from './connection.js';
+import { abortedError, classifyMcpError, toStepResult, type CallSite } from './results.js';
+
+export interface McpProviderOptions {
+  log: Logger;
+  /** Close a connection after this long without calls (default 5 minutes; Infinity: never). */
+  idleMs?: number;
+  /** Limit for starting a server and its initialize + tools/list (default 30 s). */
+  connectTimeoutMs?: number;
+  /** The SDK's per-request limit, a backstop behind the step's own timeout (default 1 hour). */
+  callTimeoutMs?: number;
+  clientInfo?: { name: string; version: string };
+}
+
+export interface McpProbeResult {
+  ok: boolean;
+  tools?: ToolInfo[];
+  error?: string;
+}
+
+/** What every tools/call carries in `_meta`, so servers can deduplicate and audit. */
+export interface StepdCallMeta {
+  workflowId: string;
+  stepId: string;
+  stepName: string;
+  attempt: number;
+  user: string | null;
+  idempotencyKey: string;
+  [key: string]: unknown;
+}
+
+export class McpServerProvider implements ToolProvider {
+  readonly prefix: string;
+  readonly #connection: McpConnection;
+  readonly #callTimeoutMs: number;
+  readonly #listTimeoutMs: number;
+
+  constructor(name: string, server: McpServerConfig, options: McpProviderOptions) {
+    this.prefix = name;
+    this.#callTimeoutMs = options.callTimeoutMs ?? 60 * 60_000;
+    this.#listTimeoutMs = options.connectTimeoutMs ?? 30_000;
+    this.#connection = new McpConnection({
+      name,
+      server,
+      log: options.log.child({ component: 'mcp' }),
+      idleMs: options.idleMs ?? 5 * 60_000,
+      connectTimeoutMs: this.#listTimeoutMs,
+      clientInfo: options.clientInfo ?? { name: 'stepd', version: '0.1.0' },
+    });
+  }
+
+  /** True while a connection is open or opening (for tests and status output). */
+  get connected(): boolean {
+    return this.#connection.isOpen;
+  }
+
+  async call(tool: string, args: unknown, ctx: ToolContext): Promise<unknown> {
+    if (ctx.signal.aborted) throw abortedError(ctx.signal);
+    const site: CallSite = { server: this.prefix, tool };
+    const toolArgs = toArguments(args, site);
+    const meta: StepdCallMeta = {
+      workflowId: ctx.workflowId,
+      stepId: ctx.stepId,
+      stepName: ctx.stepName,
+      attempt: ctx.attempt,
+      user: ctx.user,
+      idempotencyKey: ctx.idempotencyKey,
+    };
+    return this.#connection.use(async (session) => {
+      try {
+        await this.#requireTool(session, tool);
+        const result = await session.client.callTool({ name: tool, arguments: toolArgs, _meta: meta }, undefined, {
+          signal: ctx.signal,
+          timeout: this.#callTimeoutMs,
+        });
+        return toStepResult(result, site);
+      } catch (err) {
+        throw this.#failure(err, session, site, ctx.signal);
+      }
+    }, ctx.signal);
+  }
+
+  async list(): Promise<ToolInfo[]> {
+    const site: CallSite = { server: this.prefix, tool: 'tools/list' };
+    return this.#connection.use(async (session) => {
+      try {
+        session.tools = await listAllTools(session.client, this.#listTimeoutMs);
+      } catch (err) {
+        throw this.#failure(err, session, site, undefined);
+      }
+      return session.tools.map((t) => {
+        const info: ToolInfo = { name: t.name, inputSchema: t.inputSchema };
+        if (t.description !== undefined) info.description = t.description;
+        return info;
+      });
+    });
+  }
+
+  /** Connects and lists the tools, for start-up reporting. Never throws. */
+  async probe(): Promise<McpProbeResult> {
+    try {
+      return { ok: true, tools: await this.list() };
+    } catch (err) {
+      return { ok: false, error: err instanceof Error ? err.message : String(err) };
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#connection.close();
+  }
+
+  /** Checks `tool` against the cached list, listing again once in case the server's tools changed. */
+  async #requireTool(session: Session, tool: string): Promise<void> {
+    if (session.tools.some((t) => t.name === tool)) return;
+    session.tools = await listAllTools(session.client, this.#listTimeoutMs);
+    if (session.tools.some((t) => t.name === tool)) return;
+    const names = session.tools.map((t) => t.name).sort();
+    throw new StepError(
+      'unknown_tool',
+      `unknown tool "${this.prefix}.${tool}": MCP server "${this.prefix}" has ${names.length ? names.map((n) => `${this.prefix}.${n}`).join(', ') : 'no tools'}`,
+      { retryable: false, details: { tool: `${this.prefix}.${tool}`, tools: names } },
+    );
+  }
+
+  #failure(err: unknown, session: Session, site: CallSite, signal: AbortSignal | undefined): StepError {
+    if (err instanceof StepError) return err;
+    if (signal?.aborted) return abortedError(signal);
+    const { error, reset } = classifyMcpError(err, site);
+    if (reset) this.#connection.discard(session, error.message);
+    return error;
+  }
+}
+
+function toArguments(args: unknown, site: CallSite): Record<string, unknown> {
+  if (args === undefined || args === null) return {};
+  if (typeof args === 'object' && !Array.isArray(args)) return args as Record<string, unknown>;
+  throw new StepError('bad_args', `${site.server}.${site.tool} takes an object of arguments, got ${Array.isArray(args) ? 'an array' : typeof args}`, {
+    retryable: false,
+    details: { server: site.server, tool: site.tool },
+  });
+}
+
+/** One provider per configured server, in the config's order. Nothing connects until first use. */
+export function createMcpProviders(servers: Record<string, McpServerConfig> | undefined, options: McpProviderOptions): McpServerProvider[] {
+  return Object.entries(servers ?? {}).map(([name, server]) => new McpServerProvider(name, server, options));
+}

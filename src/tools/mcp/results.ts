@@ -1,0 +1,126 @@
+/**
+ * Pure mapping between MCP and steps: a tools/call result → the step result, and anything the
+ * SDK throws → a StepError that says whether another attempt could succeed and whether the
+ * connection it came from should be dropped.
+ */
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { StepError } from '../../errors.js';
+
+/** The parts of a tools/call result stepd reads (older servers may send `toolResult`). */
+export interface CallResultLike {
+  content?: unknown;
+  structuredContent?: unknown;
+  isError?: unknown;
+  toolResult?: unknown;
+}
+
+export interface CallSite {
+  server: string;
+  tool: string;
+}
+
+/** `structuredContent` if present, else the text parsed as JSON when it is JSON, else the text. */
+export function toStepResult(result: CallResultLike, site: CallSite): unknown {
+  const content = Array.isArray(result.content) ? (result.content as unknown[]) : [];
+  if (result.isError === true) {
+    const text = textOf(content);
+    throw new StepError('tool_error', text || `${site.server}.${site.tool} reported an error`, {
+      retryable: false,
+      details: { server: site.server, tool: site.tool, ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }) },
+    });
+  }
+  if (result.structuredContent !== undefined && result.structuredContent !== null) return result.structuredContent;
+  if (!('content' in result) && 'toolResult' in result) return result.toolResult;
+  const texts = content.filter(isTextBlock);
+  if (texts.length === 0) return content.length === 0 ? null : content;
+  const text = texts.map((b) => b.text).join('\n');
+  return parseJsonText(text);
+}
+
+function isTextBlock(block: unknown): block is { type: 'text'; text: string } {
+  return typeof block === 'object' && block !== null && (block as { type?: unknown }).type === 'text' && typeof (block as { text?: unknown }).text === 'string';
+}
+
+function textOf(content: unknown[]): string {
+  return content
+    .filter(isTextBlock)
+    .map((b) => b.text)
+    .join('\n')
+    .trim();
+}
+
+/** JSON values (objects, arrays, numbers, true/false/null, quoted strings) parse; other text stays text. */
+export function parseJsonText(text: string): unknown {
+  const trimmed = text.trim();
+  if (trimmed === '') return text;
+  if (!/^[[{"\-0-9tfn]/.test(trimmed)) return text;
+  try {
+    return JSON.parse(trimmed) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+export interface ClassifiedError {
+  error: StepError;
+  /** True when the connection can no longer be trusted and the next call should reconnect. */
+  reset: boolean;
+}
+
+/** Converts what callTool/listTools threw. Call only when the step's signal is not aborted. */
+export function classifyMcpError(err: unknown, site: CallSite): ClassifiedError {
+  const name = `${site.server}.${site.tool}`;
+  const details = { server: site.server, tool: site.tool };
+  if (err instanceof StepError) return { error: err, reset: false };
+  if (err instanceof McpError) {
+    const data = { ...details, mcpCode: err.code };
+    switch (err.code) {
+      case ErrorCode.ConnectionClosed:
+        return { error: transportError(`the connection to MCP server "${site.server}" closed during ${name}`, data, err), reset: true };
+      case ErrorCode.RequestTimeout:
+        return { error: new StepError('timeout', `${name} got no answer in time: ${err.message}`, { retryable: true, details: data, cause: err }), reset: false };
+      case ErrorCode.InvalidParams:
+        return { error: new StepError('bad_args', `${name} rejected its arguments: ${err.message}`, { retryable: false, details: data, cause: err }), reset: false };
+      case ErrorCode.InternalError:
+        return { error: new StepError('mcp_error', `${name} failed: ${err.message}`, { retryable: true, details: data, cause: err }), reset: false };
+      default:
+        return { error: new StepError('mcp_error', `${name} failed: ${err.message}`, { retryable: false, details: data, cause: err }), reset: false };
+    }
+  }
+  if (err instanceof StreamableHTTPError) {
+    return { error: transportError(`MCP server "${site.server}" answered HTTP ${err.code ?? '?'} during ${name}: ${err.message}`, { ...details, httpStatus: err.code }, err), reset: true };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { error: transportError(`MCP server "${site.server}" could not be reached during ${name}: ${message}`, details, err), reset: true };
+}
+
+function transportError(message: string, details: unknown, cause: unknown): StepError {
+  return new StepError('mcp_transport', message, { retryable: true, details, cause });
+}
+
+/** The error for a step whose signal aborted: the executor's reason when it is a StepError. */
+export function abortedError(signal: AbortSignal): StepError {
+  if (signal.reason instanceof StepError) return signal.reason;
+  return new StepError('aborted', 'the step was aborted', { retryable: true });
+}
+
+/** Resolves like `promise`, or rejects as soon as `signal` aborts (the promise keeps running). */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(abortedError(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortedError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

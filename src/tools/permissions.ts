@@ -1,0 +1,53 @@
+/**
+ * Who may call which tool. A step runs as its workflow's `created_by`; that user may call the
+ * tools matching the config's `default` patterns plus those listed under their name. Without a
+ * `permissions` section everything is allowed.
+ */
+import type { PermissionsConfig } from '../configFile.js';
+import { StepError } from '../errors.js';
+
+export interface PermissionPolicy {
+  /** True when no call can be denied (no permissions section, or `"*"` in `default`). */
+  readonly allowsEverything: boolean;
+  allows(user: string | null, tool: string): boolean;
+  /** Throws a non-retryable StepError `permission_denied` when `user` may not call `tool`. */
+  check(user: string | null, tool: string): void;
+}
+
+/**
+ * Whether a full tool name (`kb.search`) matches a pattern: `*` matches every tool, a pattern
+ * ending in `*` matches by prefix (`kb.*`), anything else must be equal.
+ */
+export function matchesToolPattern(pattern: string, tool: string): boolean {
+  if (pattern === '*') return true;
+  if (pattern.endsWith('*')) return tool.startsWith(pattern.slice(0, -1));
+  return pattern === tool;
+}
+
+export function createPermissionPolicy(permissions: PermissionsConfig | undefined): PermissionPolicy {
+  if (!permissions) {
+    return { allowsEverything: true, allows: () => true, check: () => undefined };
+  }
+  const defaults = [...(permissions.default ?? [])];
+  const users = new Map<string, string[]>(Object.entries(permissions.users ?? {}).map(([u, p]) => [u, [...p]]));
+  const allowsEverything = defaults.includes('*');
+
+  const allows = (user: string | null, tool: string): boolean => {
+    if (defaults.some((p) => matchesToolPattern(p, tool))) return true;
+    const own = user === null ? undefined : users.get(user);
+    return own?.some((p) => matchesToolPattern(p, tool)) ?? false;
+  };
+
+  return {
+    allowsEverything,
+    allows,
+    check(user, tool) {
+      if (allows(user, tool)) return;
+      const who = user === null ? 'a workflow without created_by' : `user "${user}"`;
+      throw new StepError('permission_denied', `${who} may not call tool "${tool}"`, {
+        retryable: false,
+        details: { user, tool },
+      });
+    },
+  };
+}

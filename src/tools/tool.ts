@@ -1,0 +1,34 @@
+/**
+ * The interface every tool source plugs into: built-ins, HTTP, MCP servers.
+ * A step's `tool` is "server.tool"; the registry finds the provider for "server".
+ */
+
+export interface ToolContext {
+  workflowId: string;
+  stepId: string;
+  stepName: string;
+  attempt: number;
+  /** The workflow's created_by: the user the step runs as. */
+  user: string | null;
+  /** Stable across attempts of one step of one workflow: `${workflowId}:${stepName}:${stepId}`. */
+  idempotencyKey: string;
+  /** Aborted on step timeout, cancellation of the workflow, or forced shutdown. */
+  signal: AbortSignal;
+}
+
+export interface ToolInfo {
+  name: string;
+  description?: string;
+  inputSchema?: unknown;
+}
+
+/** A source of tools sharing one prefix (`core`, `http`, an MCP server name). */
+export interface ToolProvider {
+  readonly prefix: string;
+  /** Calls `tool` (the part after the prefix). Throws StepError on failure. */
+  call(tool: string, args: unknown, ctx: ToolContext): Promise<unknown>;
+  /** Lists the tools this provider has (may connect). */
+  list(): Promise<ToolInfo[]>;
+  /** Releases connections; called once on shutdown. */
+  close?(): Promise<void>;
+}

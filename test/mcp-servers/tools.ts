@@ -1,0 +1,102 @@
+/**
+ * The tools both test MCP servers offer. Every call and cancellation is recorded through
+ * `record`, so tests can see what reached the server. Erasable TypeScript only: this file is
+ * also run by `node file.ts` (type stripping).
+ */
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+
+export type TestEvent = { event: string; [key: string]: unknown };
+
+export interface TestToolState {
+  record: (event: TestEvent) => void;
+  current: number;
+  max: number;
+}
+
+export interface TestToolOptions {
+  /** Registers `crash`, which calls this mid-call (stdio: the process exits). */
+  crash?: () => void;
+}
+
+function text(value: string) {
+  return { content: [{ type: 'text' as const, text: value }] };
+}
+
+function wait(ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export function registerTestTools(server: McpServer, state: TestToolState, options: TestToolOptions = {}): void {
+  const { record } = state;
+
+  server.registerTool('echo', { description: 'Returns its arguments as structuredContent.', inputSchema: z.looseObject({}) }, (args, extra) => {
+    record({ event: 'call', tool: 'echo', args, meta: extra._meta });
+    return { ...text(JSON.stringify(args)), structuredContent: args };
+  });
+
+  server.registerTool(
+    'text',
+    { description: 'Returns text content: `text`, or each of `parts` as its own block.', inputSchema: { text: z.string().optional(), parts: z.array(z.string()).optional() } },
+    (args, extra) => {
+      record({ event: 'call', tool: 'text', args, meta: extra._meta });
+      const parts = args.parts ?? [args.text ?? ''];
+      return { content: parts.map((p) => ({ type: 'text' as const, text: p })) };
+    },
+  );
+
+  server.registerTool('fail', { description: 'Reports an error (isError).', inputSchema: { message: z.string().optional() } }, (args, extra) => {
+    record({ event: 'call', tool: 'fail', args, meta: extra._meta });
+    return { ...text(args.message ?? 'it failed'), isError: true };
+  });
+
+  server.registerTool('sleep', { description: 'Waits `ms`; records when it was cancelled.', inputSchema: { ms: z.number() } }, async (args, extra) => {
+    record({ event: 'call', tool: 'sleep', args, meta: extra._meta });
+    const finished = await wait(args.ms, extra.signal);
+    if (!finished) {
+      record({ event: 'cancelled', tool: 'sleep', meta: extra._meta });
+      return text('cancelled');
+    }
+    record({ event: 'done', tool: 'sleep' });
+    return { ...text(JSON.stringify({ slept: args.ms })), structuredContent: { slept: args.ms } };
+  });
+
+  server.registerTool('meta', { description: 'Returns the _meta of the request.' }, (extra) => {
+    record({ event: 'call', tool: 'meta', meta: extra._meta });
+    return { ...text(JSON.stringify(extra._meta ?? null)), structuredContent: { meta: extra._meta ?? null } };
+  });
+
+  server.registerTool(
+    'concurrency',
+    { description: 'Holds a slot for `ms` and records how many calls run at once.', inputSchema: { ms: z.number() } },
+    async (args, extra) => {
+      state.current += 1;
+      state.max = Math.max(state.max, state.current);
+      record({ event: 'call', tool: 'concurrency', current: state.current, max: state.max, meta: extra._meta });
+      await wait(args.ms, extra.signal);
+      state.current -= 1;
+      record({ event: 'done', tool: 'concurrency', current: state.current });
+      return { ...text('{}'), structuredContent: { current: state.current, max: state.max } };
+    },
+  );
+
+  const crash = options.crash;
+  if (crash) {
+    server.registerTool('crash', { description: 'Exits the server in the middle of the call.' }, (extra) => {
+      record({ event: 'call', tool: 'crash', meta: extra._meta });
+      crash();
+      return text('unreachable');
+    });
+  }
+}
