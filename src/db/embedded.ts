@@ -44,7 +44,10 @@ const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
 export interface EmbeddedPostgresOptions {
   /** Folder holding the cluster and its state file, e.g. `<cwd>/.stepd`. Created when missing. */
   dataDir: string;
-  /** Port to listen on; fails when taken. Without it: the previous start's port, else 54329, else the next free one. */
+  /**
+   * Port to listen on; fails when taken. Without it: the previous start's port, else 54329, else the
+   * next free one. A server already running for this folder keeps its port.
+   */
   port?: number;
   /** Database created on first use and named in the URL. Default `stepd`. */
   database?: string;
@@ -106,6 +109,7 @@ export async function ensureEmbeddedPostgres(opts: EmbeddedPostgresOptions): Pro
   if (running) {
     const database = opts.database ?? DEFAULT_DATABASE;
     if (new URL(running.url).pathname === `/${encodeURIComponent(database)}`) {
+      opts.log.debug({ dataDir, pid: running.pid }, 'embedded PostgreSQL is running; using it');
       return withStop({ ...running, dataDir, reused: true }, opts.log, false);
     }
   }
