@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { registerStart } from './start.js';
 import { registerMigrate } from './migrate.js';
+import { registerTools } from './tools.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -12,5 +13,6 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: (str, write) => write(str) });
   registerStart(program);
   registerMigrate(program);
+  registerTools(program);
   return program;
 }

@@ -4,8 +4,7 @@ import { databaseUrlFrom, executorOptionsFrom, type StartFlags } from '../config
 import { migrate } from '../db/migrate.js';
 import { Executor } from '../executor/executor.js';
 import { createLogger } from '../logger.js';
-import { CoreTools } from '../tools/builtins.js';
-import { ToolRegistry } from '../tools/registry.js';
+import { buildToolbox, loadToolConfig, probeMcpServers } from '../tools/toolbox.js';
 
 export function registerStart(program: Command): void {
   program
@@ -19,6 +18,7 @@ export function registerStart(program: Command): void {
     .option('--watchdog-interval <duration>', 'how often stuck steps, gate and workflow deadlines are checked (default: 5s)')
     .option('--lease-grace <duration>', 'added to a step\'s timeout before the watchdog rescues it (default: 30s)')
     .option('--shutdown-grace <duration>', 'how long a stop waits for running steps (default: 30s)')
+    .option('--config <path>', 'configuration file: MCP servers, permissions, limits (default: ./stepd.config.json if present)')
     .option('--no-events', 'do not NOTIFY lifecycle events on stepd_events')
     .addHelpText(
       'after',
@@ -29,19 +29,27 @@ Examples:
 
 The first SIGINT/SIGTERM stops claiming and waits for running steps; a second one exits at once.`,
     )
-    .action(async (flags: StartFlags) => {
+    .action(async (flags: StartFlags & { config?: string }) => {
       const log = createLogger();
       const url = databaseUrlFrom(flags.databaseUrl);
       if (!url) throw new Error('no database: set DATABASE_URL or pass --database-url');
-      const options = executorOptionsFrom(flags, url);
+      const file = await loadToolConfig(flags.config);
+      const toolbox = buildToolbox(file.config, file.path, log);
+      const limitConcurrency = toolbox.limits.concurrency;
+      const options = executorOptionsFrom(
+        { ...flags, ...(flags.concurrency === undefined && limitConcurrency !== undefined ? { concurrency: String(limitConcurrency) } : {}) },
+        url,
+      );
       const migrated = await migrate({ url, schema: options.schema, log });
       log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
-      const tools = new ToolRegistry([new CoreTools()]);
-      const executor = new Executor(options, { log, tools });
+      if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
+      if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
+      await probeMcpServers(toolbox, log);
+      const executor = new Executor(options, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits });
       await executor.start();
       await waitForStop(async () => {
         await executor.stop();
-        await tools.close();
+        await toolbox.registry.close();
       }, log);
     });
 }

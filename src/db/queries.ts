@@ -97,10 +97,14 @@ export async function findOverdueWorkflows(db: Queryable, limit: number): Promis
 
 export type ClaimedStep = StepRow & { created_by: string | null };
 
-/** The hot path: claims up to `limit` ready steps in one statement, setting owner and lease. */
+/**
+ * The hot path: claims up to `limit` ready steps in one statement, setting owner and lease.
+ * Steps of tools (LIKE patterns) or users at their concurrency limit are skipped, so they stay
+ * ready without blocking the steps behind them.
+ */
 export async function claimReadySteps(
   db: Queryable,
-  opts: { executorId: string; limit: number; leaseMs: number },
+  opts: { executorId: string; limit: number; leaseMs: number; skipToolsLike?: string[]; skipUsers?: string[] },
 ): Promise<ClaimedStep[]> {
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_ready_steps',
@@ -110,10 +114,14 @@ export async function claimReadySteps(
                     lease_until = now() + $3 * interval '1 millisecond'
               WHERE id IN (SELECT id FROM workflow_steps
                             WHERE status = 'ready' AND ready_at <= now()
+                              AND (cardinality($4::text[]) = 0 OR tool IS NULL OR NOT (tool LIKE ANY($4::text[])))
+                              AND (cardinality($5::text[]) = 0 OR NOT EXISTS (
+                                    SELECT 1 FROM workflows w
+                                     WHERE w.id = workflow_steps.workflow_id AND w.created_by = ANY($5::text[])))
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
           RETURNING *)
            SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`,
-    values: [opts.executorId, opts.limit, opts.leaseMs],
+    values: [opts.executorId, opts.limit, opts.leaseMs, opts.skipToolsLike ?? [], opts.skipUsers ?? []],
   });
   return rows;
 }

@@ -18,6 +18,8 @@ import { StepError } from '../errors.js';
 import { getStep, DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
+import type { LimitPolicy } from '../tools/limits.js';
+import { toolPatternToLike } from '../tools/permissions.js';
 import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runStep, type StepPolicy } from './runStep.js';
@@ -58,6 +60,8 @@ export interface ExecutorDeps {
   log: Logger;
   tools: ToolRegistry;
   permissions?: StepPolicy;
+  /** Per-tool-pattern and per-user maximums of running steps. */
+  limits?: LimitPolicy;
   random?: () => number;
 }
 
@@ -177,7 +181,7 @@ export class Executor {
           claimed = await this.claimAndRun(free);
         }
         errors = 0;
-        const busy = free > 0 && (claimed >= free || admitted > 0);
+        const busy = free > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.woken && !this.stopping) await this.waitForWake(this.opts.pollIntervalMs);
       } catch (err) {
         errors++;
@@ -204,8 +208,28 @@ export class Executor {
 
   private async claimAndRun(free: number): Promise<number> {
     const leaseMs = DEFAULT_STEP_TIMEOUT_MS + this.opts.leaseGraceMs;
-    const rows = await claimReadySteps(this.pool, { executorId: this.opts.executorId, limit: free, leaseMs });
-    if (rows.length === 0) return 0;
+    const saturated = this.deps.limits?.saturated() ?? { toolPatterns: [], users: [] };
+    const claimed = await claimReadySteps(this.pool, {
+      executorId: this.opts.executorId,
+      limit: free,
+      leaseMs,
+      skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
+      skipUsers: saturated.users,
+    });
+    if (claimed.length === 0) return 0;
+    // A batch may hold more steps of one limited tool or user than the limit has room for:
+    // those go straight back to ready, without spending an attempt.
+    const rows: ClaimedStep[] = [];
+    const releases = new Map<string, () => void>();
+    const heldBack: string[] = [];
+    for (const row of claimed) {
+      const release = this.deps.limits ? this.deps.limits.tryAcquire(row.tool, row.created_by) : () => {};
+      if (release) {
+        rows.push(row);
+        releases.set(row.id, release);
+      } else heldBack.push(row.id);
+    }
+    if (heldBack.length > 0) await releaseStepsIfRunning(this.pool, this.opts.executorId, heldBack);
     const infos = await this.cache.load(this.pool, rows.map((r) => r.workflow_id));
     const longer: { id: string; leaseMs: number }[] = [];
     for (const row of rows) {
@@ -214,15 +238,16 @@ export class Executor {
       if (step && step.timeoutMs + this.opts.leaseGraceMs > leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
     }
     await extendLeasesIfRunning(this.pool, this.opts.executorId, longer);
-    for (const row of rows) this.startTask(row);
+    for (const row of rows) this.startTask(row, releases.get(row.id)!);
     return rows.length;
   }
 
-  private startTask(row: ClaimedStep): void {
+  private startTask(row: ClaimedStep, releaseLimit: () => void): void {
     const controller = new AbortController();
     const task: RunningTask = { workflowId: row.workflow_id, controller, released: false, done: Promise.resolve() };
     this.running.set(row.id, task);
     task.done = this.runTask(row, task).finally(() => {
+      releaseLimit();
       this.running.delete(row.id);
       this.wake();
     });

@@ -27,6 +27,8 @@ export interface LimitPolicy {
   tryAcquire(tool: string | null, user: string | null): Release | null;
   /** Running counts per configured pattern and user, for logs and tests. */
   snapshot(): LimitSnapshot;
+  /** Tool patterns and users at their maximum right now: the claim skips their steps. */
+  saturated(): { toolPatterns: string[]; users: string[] };
 }
 
 export function createLimitPolicy(limits: LimitsConfig | undefined): LimitPolicy {
@@ -65,6 +67,12 @@ export function createLimitPolicy(limits: LimitsConfig | undefined): LimitPolicy
         for (const p of patterns) inc(toolRunning, p, -1);
         if (userKey !== null) inc(userRunning, userKey, -1);
       };
+    },
+
+    saturated() {
+      const full = (max: Map<string, number>, running: Map<string, number>) =>
+        [...max].filter(([key, m]) => (running.get(key) ?? 0) >= m).map(([key]) => key);
+      return { toolPatterns: full(toolMax, toolRunning), users: full(userMax, userRunning) };
     },
 
     snapshot() {

@@ -51,3 +51,11 @@ export function createPermissionPolicy(permissions: PermissionsConfig | undefine
     },
   };
 }
+
+/** A tool pattern as a SQL LIKE pattern (`kb.*` → `kb.%`), with LIKE's own wildcards escaped. */
+export function toolPatternToLike(pattern: string): string {
+  if (pattern === '*') return '%';
+  const star = pattern.endsWith('*');
+  const body = (star ? pattern.slice(0, -1) : pattern).replace(/[\\%_]/g, (c) => `\\${c}`);
+  return star ? `${body}%` : body;
+}

@@ -1,0 +1,40 @@
+/** `stepd tools`: every tool the daemon can call, with its description and input schema. */
+import type { Command } from 'commander';
+import { createLogger } from '../logger.js';
+import { buildToolbox, loadToolConfig } from '../tools/toolbox.js';
+
+export function registerTools(program: Command): void {
+  program
+    .command('tools')
+    .description('list every tool (built-ins and configured MCP servers) with its description and input schema')
+    .option('--config <path>', 'configuration file (default: ./stepd.config.json if present)')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  stepd tools\n  stepd tools --config ./stepd.config.json --json')
+    .action(async (flags: { config?: string; json?: boolean }) => {
+      const log = createLogger({ level: 'warn' });
+      const file = await loadToolConfig(flags.config);
+      const toolbox = buildToolbox(file.config, file.path, log);
+      try {
+        const tools = [];
+        const failures: { server: string; error: string }[] = [];
+        for (const prefix of toolbox.registry.prefixes()) {
+          const provider = [...toolbox.mcp].find((p) => p.prefix === prefix);
+          try {
+            const listed = provider ? await provider.list() : (await toolbox.registry.list()).filter((t) => t.name.startsWith(`${prefix}.`));
+            tools.push(...(provider ? listed.map((t) => ({ ...t, name: `${prefix}.${t.name}` })) : listed));
+          } catch (err) {
+            failures.push({ server: prefix, error: err instanceof Error ? err.message : String(err) });
+          }
+        }
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify({ tools, failures }, null, 2)}\n`);
+        } else {
+          for (const t of tools) process.stdout.write(`${t.name}${t.description ? `  — ${t.description}` : ''}\n`);
+          for (const f of failures) process.stdout.write(`! ${f.server}: not reachable (${f.error})\n`);
+        }
+        if (failures.length > 0) process.exitCode = 1;
+      } finally {
+        await toolbox.registry.close();
+      }
+    });
+}

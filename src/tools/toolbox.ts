@@ -1,0 +1,62 @@
+/**
+ * Everything a step's tool call goes through, built once at start-up from the config file:
+ * the registry (core.*, http.request, one provider per MCP server), permissions and limits.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { loadConfigFile, type StepdFileConfig } from '../configFile.js';
+import type { Logger } from '../logger.js';
+import { CoreTools } from './builtins.js';
+import { HttpToolProvider } from './httpTool.js';
+import { createLimitPolicy, type LimitPolicy } from './limits.js';
+import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
+import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
+import { ToolRegistry } from './registry.js';
+
+export const DEFAULT_CONFIG_FILE = 'stepd.config.json';
+
+export interface Toolbox {
+  config: StepdFileConfig;
+  /** The file it came from, or undefined when none was found (defaults apply). */
+  configPath: string | undefined;
+  registry: ToolRegistry;
+  permissions: PermissionPolicy;
+  limits: LimitPolicy;
+  mcp: McpServerProvider[];
+}
+
+/** Loads `--config PATH` (must exist) or ./stepd.config.json (if present). */
+export async function loadToolConfig(explicitPath: string | undefined, cwd = process.cwd()): Promise<{ config: StepdFileConfig; path?: string }> {
+  if (explicitPath) return { config: await loadConfigFile(path.resolve(cwd, explicitPath)), path: path.resolve(cwd, explicitPath) };
+  const candidate = path.join(cwd, DEFAULT_CONFIG_FILE);
+  if (existsSync(candidate)) return { config: await loadConfigFile(candidate), path: candidate };
+  return { config: {} };
+}
+
+export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: { mcpIdleMs?: number } = {}): Toolbox {
+  const mcp = createMcpProviders(config.mcpServers, { log, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
+  const registry = new ToolRegistry([new CoreTools(), new HttpToolProvider({ log }), ...mcp]);
+  return {
+    config,
+    configPath,
+    registry,
+    permissions: createPermissionPolicy(config.permissions),
+    limits: createLimitPolicy(config.limits),
+    mcp,
+  };
+}
+
+/** Connects to every MCP server once and logs whether it answered (start-up report). */
+export async function probeMcpServers(toolbox: Toolbox, log: Logger): Promise<{ server: string; ok: boolean; tools?: number; error?: string }[]> {
+  const report = await Promise.all(
+    toolbox.mcp.map(async (p) => {
+      const r = await p.probe();
+      return { server: p.prefix, ok: r.ok, ...(r.tools ? { tools: r.tools.length } : {}), ...(r.error ? { error: String(r.error) } : {}) };
+    }),
+  );
+  for (const r of report) {
+    if (r.ok) log.info({ server: r.server, tools: r.tools }, 'MCP server answered');
+    else log.warn({ server: r.server, error: r.error }, 'MCP server did not answer; its steps will retry');
+  }
+  return report;
+}
