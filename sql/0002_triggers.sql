@@ -9,8 +9,11 @@
 --   * edit or cancel a workflow that is still 'new'; cancel a 'running' one;
 --   * delete a workflow that has finished (completed, failed or cancelled);
 --   * ready a pending step: status 'pending' -> 'ready', optionally with result and readied_by.
--- Writes made by stepd's own triggers (pg_trigger_depth() > 1, e.g. the cancel cascade and
--- ON DELETE CASCADE) are allowed.
+-- Everything else, TRUNCATE included, is refused with an error (SQLSTATE 23514) naming the rule.
+-- Writes made by stepd's own cascades are allowed: the cancel cascade marks itself with the
+-- transaction-local setting stepd.cascade = 'on' while it runs, and ON DELETE CASCADE removes
+-- steps only once their workflow row is gone. (Trigger depth is no test: another service's
+-- trigger that writes steps runs nested too, and must stay inside the contract.)
 
 CREATE FUNCTION stepd_guard_workflows() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -25,6 +28,10 @@ BEGIN
 
   IF TG_OP = 'INSERT' THEN
     IF NOT coalesce(current_setting('stepd.executor', true), '') = 'on' THEN
+      -- Timestamps are stepd's: a created_at in the future would make admission violate
+      -- workflows_started_after_created.
+      NEW.created_at := now();
+      NEW.updated_at := now();
       IF NEW.status <> 'new' THEN
         RAISE EXCEPTION 'stepd: a new workflow must be inserted with status ''new'' (got %)', NEW.status
           USING ERRCODE = 'check_violation', HINT = 'Leave status out; the executor sets it.';
@@ -75,14 +82,14 @@ BEGIN
     RETURN NEW;
   END IF;
 
+  IF NEW.cancelled_at IS DISTINCT FROM OLD.cancelled_at THEN
+    RAISE EXCEPTION 'stepd: cancelled_at is set by stepd; cancel with SET status = ''cancelled''' USING ERRCODE = 'check_violation';
+  END IF;
   IF OLD.status <> 'new' THEN
     IF NEW.name IS DISTINCT FROM OLD.name OR NEW.input IS DISTINCT FROM OLD.input
        OR NEW.created_by IS DISTINCT FROM OLD.created_by OR NEW.key IS DISTINCT FROM OLD.key THEN
       RAISE EXCEPTION 'stepd: workflow % is %; only a workflow that is still ''new'' can be edited', OLD.id, OLD.status
         USING ERRCODE = 'check_violation';
-    END IF;
-    IF NEW.cancelled_at IS DISTINCT FROM OLD.cancelled_at THEN
-      RAISE EXCEPTION 'stepd: cancelled_at is set by stepd' USING ERRCODE = 'check_violation';
     END IF;
   END IF;
   RETURN NEW;
@@ -95,13 +102,23 @@ CREATE TRIGGER workflows_guard
 
 CREATE FUNCTION stepd_guard_steps() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+  workflow_exists boolean;
 BEGIN
   IF TG_OP = 'UPDATE' THEN
     NEW.updated_at := now();
   END IF;
-  IF coalesce(current_setting('stepd.executor', true), '') = 'on' OR pg_trigger_depth() > 1 THEN
+  IF coalesce(current_setting('stepd.executor', true), '') = 'on'
+     OR coalesce(current_setting('stepd.cascade', true), '') = 'on' THEN
     IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
     RETURN NEW;
+  END IF;
+
+  IF TG_OP = 'DELETE' THEN
+    -- ON DELETE CASCADE from a (finished) workflow that was just deleted.
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I.workflows WHERE id = $1)', TG_TABLE_SCHEMA)
+      INTO workflow_exists USING OLD.workflow_id;
+    IF NOT workflow_exists THEN RETURN OLD; END IF;
   END IF;
 
   IF TG_OP = 'INSERT' THEN
@@ -143,15 +160,40 @@ CREATE TRIGGER workflow_steps_guard
   BEFORE INSERT OR UPDATE OR DELETE ON workflow_steps
   FOR EACH ROW EXECUTE FUNCTION stepd_guard_steps();
 
+-- TRUNCATE skips row triggers, so it gets its own guard: emptying the tables under running
+-- workflows would strand them.
+CREATE FUNCTION stepd_guard_truncate() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT coalesce(current_setting('stepd.executor', true), '') = 'on' THEN
+    RAISE EXCEPTION 'stepd: % cannot be truncated from outside the executor; delete finished workflows instead', TG_TABLE_NAME
+      USING ERRCODE = 'check_violation', HINT = 'DELETE FROM workflows WHERE status IN (''completed'', ''failed'', ''cancelled'')';
+  END IF;
+  RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER workflows_guard_truncate
+  BEFORE TRUNCATE ON workflows
+  FOR EACH STATEMENT EXECUTE FUNCTION stepd_guard_truncate();
+
+CREATE TRIGGER workflow_steps_guard_truncate
+  BEFORE TRUNCATE ON workflow_steps
+  FOR EACH STATEMENT EXECUTE FUNCTION stepd_guard_truncate();
+
 -- Cancelling a workflow cancels its live steps in the same transaction; the executor is told
 -- (below) so it aborts the tools it is running for them.
 CREATE FUNCTION stepd_cancel_steps() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+  previous text := coalesce(current_setting('stepd.cascade', true), '');
 BEGIN
+  PERFORM set_config('stepd.cascade', 'on', true);
   EXECUTE format(
     'UPDATE %I.workflow_steps SET status = ''cancelled'', completed_at = now(), lease_until = NULL
       WHERE workflow_id = $1 AND status IN (''pending'', ''ready'', ''running'')', TG_TABLE_SCHEMA)
     USING NEW.id;
+  PERFORM set_config('stepd.cascade', previous, true);
   RETURN NULL;
 END;
 $$;

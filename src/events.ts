@@ -1,6 +1,17 @@
 /**
  * Lifecycle events: every transition NOTIFYs one small JSON event on channel `stepd_events`
- * after commit. The same zod schema is used by the emitter and by readers (`watch`, `--follow`).
+ * after commit. The same zod schema is used by the emitters and by readers (`watch`, `--follow`).
+ *
+ * Who emits what:
+ *   executor (src/executor/*)        workflow.started/completed/failed, step.done/failed/retrying/waiting
+ *   database (sql/0003_events.sql)   step.started (a ready step was claimed),
+ *                                    workflow.cancelled (anyone set status = 'cancelled')
+ *
+ * The payload (README "Events" documents it for other languages):
+ *   { "type": "step.done", "schema": "stepd", "workflowId": "7", "stepId": "42", "step": "search",
+ *     "attempt": 1, "at": "2025-01-01T12:00:00.000Z" }
+ * Ids are strings (bigint). Readers must ignore fields they do not know and events they cannot
+ * parse: the channel is shared by every schema (installation) in the database.
  */
 import { z } from 'zod';
 
@@ -18,22 +29,34 @@ export const eventType = z.enum([
   'step.waiting',
 ]);
 
-export const stepdEvent = z.object({
-  type: eventType,
-  /** The schema the tables live in, so one channel can serve several installations. */
-  schema: z.string(),
-  workflowId: z.string(),
-  stepId: z.string().optional(),
-  step: z.string().optional(),
-  attempt: z.number().int().optional(),
-  /** For step.retrying: when the next attempt becomes ready (ms from now). */
-  retryInMs: z.number().optional(),
-  error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
-  at: z.string(),
-});
+/** Ids arrive as strings from the executor and may arrive as numbers from SQL triggers. */
+const id = z.union([z.string(), z.number().int()]).transform((v) => String(v));
+
+export const stepdEvent = z
+  .object({
+    type: eventType,
+    /** The schema the tables live in, so one channel can serve several installations. */
+    schema: z.string(),
+    workflowId: id,
+    stepId: id.optional(),
+    step: z.string().optional(),
+    attempt: z.number().int().optional(),
+    /** The step's position in a forEach (or its branch number in a parallel), when it is in a fan-out. */
+    itemIndex: z.number().int().optional(),
+    /** For step.retrying: when the next attempt becomes ready (ms from now). */
+    retryInMs: z.number().optional(),
+    /** For step.done / step.failed: how long the attempt ran, when the emitter knows it. */
+    durationMs: z.number().optional(),
+    error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
+    at: z.string(),
+  })
+  .passthrough();
 
 export type StepdEvent = z.infer<typeof stepdEvent>;
 export type StepdEventType = z.infer<typeof eventType>;
+
+/** The events that end a workflow; `watch ID` and `run --follow` stop after one. */
+export const TERMINAL_EVENTS: ReadonlySet<StepdEventType> = new Set(['workflow.completed', 'workflow.failed', 'workflow.cancelled']);
 
 export function parseEvent(payload: string): StepdEvent | undefined {
   try {

@@ -1,16 +1,23 @@
-/** `stepd start`: migrate, then run the executor until SIGINT/SIGTERM. */
+/**
+ * `stepd start`: the daemon. Without DATABASE_URL it first starts the embedded PostgreSQL in
+ * .stepd/ (DESIGN.md §6) and prints its URL; then migrates and runs the executor until
+ * SIGINT/SIGTERM. Stopping stops the executor first, then the embedded server.
+ */
 import type { Command } from 'commander';
-import { databaseUrlFrom, executorOptionsFrom, type StartFlags } from '../config.js';
+import type { StartFlags } from '../config.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
-import { Executor } from '../executor/executor.js';
-import { createLogger } from '../logger.js';
-import { buildToolbox, loadToolConfig, probeMcpServers } from '../tools/toolbox.js';
+import type { Executor } from '../executor/executor.js';
+import { createLogger, type Logger } from '../logger.js';
+import { CliError, EXIT, dataDirFrom, databaseUrlFrom, isConnectionError, out, toCliError } from './common.js';
+import { redactUrl } from './format.js';
 
 export function registerStart(program: Command): void {
   program
     .command('start')
-    .description('run the executor daemon (applies migrations first)')
-    .option('--database-url <url>', 'PostgreSQL URL (default: $DATABASE_URL)')
+    .description('run the executor daemon (applies migrations first); without DATABASE_URL, on an embedded PostgreSQL in .stepd/')
+    .option('--database-url <url>', 'PostgreSQL URL (default: $DATABASE_URL; without one, the embedded PostgreSQL)')
+    .option('--data-dir <dir>', 'folder of the embedded PostgreSQL (default: $STEPD_DATA_DIR or .stepd)')
     .option('--schema <name>', 'schema holding the tables (default: $STEPD_SCHEMA or stepd)')
     .option('--executor-id <id>', 'this executor\'s identity; unique per running executor (default: host name)')
     .option('--concurrency <n>', 'steps run at once (default: 32)')
@@ -24,34 +31,72 @@ export function registerStart(program: Command): void {
       'after',
       `
 Examples:
+  stepd start                                   # embedded PostgreSQL in ./.stepd, prints its URL
   DATABASE_URL=postgres://localhost/app stepd start
   stepd start --database-url postgres://localhost/app --concurrency 64 --schema jobs
 
-The first SIGINT/SIGTERM stops claiming and waits for running steps; a second one exits at once.`,
+Without DATABASE_URL the first start initialises a PostgreSQL cluster in .stepd/ (a few
+seconds), later starts reuse it. Other commands run in the same folder find it; psql and other
+services connect with the printed DATABASE_URL.
+
+The first SIGINT/SIGTERM stops claiming and waits for running steps, then stops the embedded
+PostgreSQL; a second one exits at once (the data stays intact; the next start recovers).`,
     )
-    .action(async (flags: StartFlags & { config?: string }) => {
+    .action(async (flags: StartFlags & { config?: string; dataDir?: string }) => {
+      // The executor, its tools and the MCP client load here, so the other commands start fast.
+      const [{ executorOptionsFrom }, { Executor }, { buildToolbox, loadToolConfig, probeMcpServers }] = await Promise.all([
+        import('../config.js'),
+        import('../executor/executor.js'),
+        import('../tools/toolbox.js'),
+      ]);
       const log = createLogger();
-      const url = databaseUrlFrom(flags.databaseUrl);
-      if (!url) throw new Error('no database: set DATABASE_URL or pass --database-url');
       const file = await loadToolConfig(flags.config);
       const toolbox = buildToolbox(file.config, file.path, log);
       const limitConcurrency = toolbox.limits.concurrency;
+      const given = databaseUrlFrom(flags.databaseUrl);
+      // Settings are checked before anything is started.
       const options = executorOptionsFrom(
         { ...flags, ...(flags.concurrency === undefined && limitConcurrency !== undefined ? { concurrency: String(limitConcurrency) } : {}) },
-        url,
+        given ?? 'postgres://embedded',
       );
-      const migrated = await migrate({ url, schema: options.schema, log });
-      log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
-      if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
-      if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
-      await probeMcpServers(toolbox, log);
-      const executor = new Executor(options, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits });
-      await executor.start();
+      const embedded = given ? undefined : await startEmbedded(dataDirFrom(flags.dataDir), log);
+      const url = given ?? embedded!.url;
+      let executor: Executor | undefined;
+      try {
+        const migrated = await migrate({ url, schema: options.schema, log });
+        log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
+        if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
+        if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
+        await probeMcpServers(toolbox, log);
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits });
+        await executor.start();
+      } catch (err) {
+        await executor?.stop({ graceMs: 0 }).catch(() => {});
+        await toolbox.registry.close().catch(() => {});
+        await embedded?.stop().catch((e: unknown) => log.error({ err: e }, 'could not stop the embedded PostgreSQL'));
+        throw isConnectionError(err) ? new CliError(`cannot reach the database at ${redactUrl(url)}: ${(err as Error).message}`, EXIT.unreachable) : toCliError(err);
+      }
+      if (embedded) out(`stepd: embedded PostgreSQL ready — DATABASE_URL=${embedded.url}`);
+      else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
+      const running = executor;
       await waitForStop(async () => {
-        await executor.stop();
-        await toolbox.registry.close();
+        try {
+          await running.stop();
+          await toolbox.registry.close();
+        } finally {
+          await embedded?.stop();
+        }
       }, log);
     });
+}
+
+async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
+  log.info({ dataDir }, 'no DATABASE_URL: starting the embedded PostgreSQL');
+  try {
+    return await startEmbeddedPostgres({ dataDir, log });
+  } catch (err) {
+    throw new CliError(`could not start the embedded PostgreSQL in ${dataDir}: ${(err as Error).message}\n  (or set DATABASE_URL to use your own PostgreSQL)`, EXIT.unreachable);
+  }
 }
 
 /** First signal: graceful stop; second: exit at once. */

@@ -1,7 +1,6 @@
 /** `stepd tools`: every tool the daemon can call, with its description and input schema. */
 import type { Command } from 'commander';
 import { createLogger } from '../logger.js';
-import { buildToolbox, loadToolConfig } from '../tools/toolbox.js';
 
 export function registerTools(program: Command): void {
   program
@@ -11,6 +10,8 @@ export function registerTools(program: Command): void {
     .option('--json', 'print JSON')
     .addHelpText('after', '\nExamples:\n  stepd tools\n  stepd tools --config ./stepd.config.json --json')
     .action(async (flags: { config?: string; json?: boolean }) => {
+      // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
+      const { buildToolbox, loadToolConfig } = await import('../tools/toolbox.js');
       const log = createLogger({ level: 'warn' });
       const file = await loadToolConfig(flags.config);
       const toolbox = buildToolbox(file.config, file.path, log);

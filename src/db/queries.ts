@@ -329,6 +329,62 @@ export async function getLatestDoneResults(db: Queryable, workflowId: string, na
   return out;
 }
 
+/**
+ * The row created just before `beforeId` in the same chain (same fan-out instance and item):
+ * for an onError step, the failed attempt that routed there.
+ */
+export async function getPrecedingRowInChain(
+  db: Queryable,
+  v: { workflowId: string; fanoutId: string | null; itemIndex: number | null; beforeId: string },
+): Promise<Pick<StepRow, 'id' | 'name' | 'status' | 'attempt' | 'error'> | undefined> {
+  const { rows } = await db.query<Pick<StepRow, 'id' | 'name' | 'status' | 'attempt' | 'error'>>({
+    name: 'stepd_get_preceding_row_in_chain',
+    text: `SELECT id, name, status, attempt, error FROM workflow_steps
+            WHERE workflow_id = $1 AND fanout_id IS NOT DISTINCT FROM $2 AND item_index IS NOT DISTINCT FROM $3 AND id < $4
+            ORDER BY id DESC LIMIT 1`,
+    values: [v.workflowId, v.fanoutId, v.itemIndex, v.beforeId],
+  });
+  return rows[0];
+}
+
+/** A forEach item: the fork row that created it and its index there. */
+export interface ItemPosition {
+  forkId: string;
+  index: number;
+}
+
+/**
+ * Like getLatestDoneResults, for a reader inside forEach items (`items`, innermost first):
+ * each step's latest done row within the innermost of those items that has one (its subtree,
+ * nested fan-outs included), else the latest done row anywhere. So a step in item 3 reads item
+ * 3's rows, not the row of whichever item finished last.
+ */
+export async function getLatestDoneResultsInItems(
+  db: Queryable,
+  workflowId: string,
+  names: string[],
+  items: ItemPosition[],
+): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  if (names.length === 0) return out;
+  const { rows } = await db.query<{ name: string; result: unknown }>({
+    name: 'stepd_get_latest_done_results_in_items',
+    text: `WITH RECURSIVE item_rows AS (
+             SELECT s.id, p.k FROM unnest($3::bigint[], $4::int[]) WITH ORDINALITY AS p(fanout_id, item_index, k)
+               JOIN workflow_steps s ON s.fanout_id = p.fanout_id AND s.item_index = p.item_index
+             UNION ALL
+             SELECT c.id, item_rows.k FROM workflow_steps c JOIN item_rows ON c.fanout_id = item_rows.id),
+           ranked AS (SELECT id, min(k) AS k FROM item_rows GROUP BY id)
+           SELECT DISTINCT ON (s.name) s.name, s.result
+             FROM workflow_steps s LEFT JOIN ranked r ON r.id = s.id
+            WHERE s.workflow_id = $1 AND s.name = ANY($2::text[]) AND s.status = 'done'
+            ORDER BY s.name, r.k NULLS LAST, s.id DESC`,
+    values: [workflowId, names, items.map((i) => i.forkId), items.map((i) => i.index)],
+  });
+  for (const r of rows) out.set(r.name, r.result);
+  return out;
+}
+
 export type ForkRow = Pick<StepRow, 'id' | 'name' | 'args' | 'result' | 'fanout_id' | 'item_index'>;
 
 export async function getForkRow(db: Queryable, stepId: string): Promise<ForkRow | undefined> {
@@ -340,26 +396,40 @@ export async function getForkRow(db: Queryable, stepId: string): Promise<ForkRow
   return rows[0];
 }
 
-/** How many steps of a fan-out instance are live, and how many items have been started. */
+/**
+ * How many steps of a fan-out instance are live, and how many items have been started.
+ * `live` counts the whole subtree: a nested fork row is `done` as soon as it fans out, so the
+ * rows of its own branches (and theirs, at any depth) must hold the enclosing join back too.
+ */
 export async function getFanoutProgress(db: Queryable, forkId: string): Promise<{ live: number; started: number }> {
   const { rows } = await db.query<{ live: number; started: number }>({
     name: 'stepd_get_fanout_progress',
-    text: `SELECT count(*) FILTER (WHERE status IN ('pending', 'ready', 'running'))::int AS live,
-                  coalesce(max(item_index) + 1, 0)::int AS started
-             FROM workflow_steps WHERE fanout_id = $1`,
+    text: `WITH RECURSIVE tree AS (
+             SELECT id, status, item_index, true AS direct FROM workflow_steps WHERE fanout_id = $1
+             UNION ALL
+             SELECT s.id, s.status, s.item_index, false FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id)
+           SELECT count(*) FILTER (WHERE status IN ('pending', 'ready', 'running'))::int AS live,
+                  coalesce(max(item_index) FILTER (WHERE direct) + 1, 0)::int AS started
+             FROM tree`,
     values: [forkId],
   });
   return rows[0] ?? { live: 0, started: 0 };
 }
 
+export interface FanoutOutcome {
+  id: string;
+  name: string;
+  item_index: number;
+  status: StepStatus;
+  result: unknown;
+  error: ErrorData | null;
+}
+
 /** The last row of each branch (item) of a fan-out instance, in item order. */
-export async function getFanoutOutcomes(
-  db: Queryable,
-  forkId: string,
-): Promise<{ item_index: number; status: StepStatus; result: unknown; error: ErrorData | null }[]> {
-  const { rows } = await db.query<{ item_index: number; status: StepStatus; result: unknown; error: ErrorData | null }>({
+export async function getFanoutOutcomes(db: Queryable, forkId: string): Promise<FanoutOutcome[]> {
+  const { rows } = await db.query<FanoutOutcome>({
     name: 'stepd_get_fanout_outcomes',
-    text: `SELECT DISTINCT ON (item_index) item_index, status, result, error FROM workflow_steps
+    text: `SELECT DISTINCT ON (item_index) id, name, item_index, status, result, error FROM workflow_steps
             WHERE fanout_id = $1 ORDER BY item_index, id DESC`,
     values: [forkId],
   });
@@ -388,6 +458,38 @@ export async function cancelLiveSteps(db: Queryable, workflowId: string): Promis
     values: [workflowId],
   });
   return (rows as unknown as { id: string; was: string }[]).filter((r) => r.was === 'running').map((r) => r.id);
+}
+
+/**
+ * Cancels the live steps below a fork row (its branches and theirs, at any depth); returns the
+ * ids of those that were running.
+ */
+export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string; was: string }>({
+    name: 'stepd_cancel_live_steps_in_fanout',
+    text: `WITH RECURSIVE tree AS (
+             SELECT id, status FROM workflow_steps WHERE fanout_id = $1
+             UNION ALL
+             SELECT s.id, s.status FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id),
+           live AS (
+             SELECT s.id, s.status FROM workflow_steps s JOIN tree ON tree.id = s.id
+              WHERE s.status IN ('pending', 'ready', 'running') FOR UPDATE OF s)
+           UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+             FROM live WHERE s.id = live.id
+           RETURNING s.id, live.status AS was`,
+    values: [forkId],
+  });
+  return rows.filter((r) => r.was === 'running').map((r) => r.id);
+}
+
+/** A failFast fan-out failed: its fork row (done when it fanned out) records the branch's error. */
+export async function failForkRowIfDone(db: Queryable, forkId: string, error: ErrorData): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_fail_fork_row_if_done',
+    text: `UPDATE workflow_steps SET status = 'failed', error = $2::jsonb WHERE id = $1 AND status = 'done'`,
+    values: [forkId, jsonParam(error)],
+  });
+  return rowCount === 1;
 }
 
 // ---------------------------------------------------------------- events and locks

@@ -10,14 +10,18 @@ import { resolveTemplates } from '../flow/templates.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
 import {
   cancelLiveSteps,
+  cancelLiveStepsInFanout,
   completeWorkflowIfRunning,
   countLiveSteps,
+  failForkRowIfDone,
   failWorkflowIfActive,
   getFanoutOutcomes,
   getFanoutProgress,
   getForkRow,
+  getPrecedingRowInChain,
   insertSteps,
   notifyEvents,
+  type FanoutOutcome,
   type ForkRow,
   type NewStep,
   type Queryable,
@@ -84,12 +88,34 @@ export class Advance {
     const flow = this.wf.flow;
     if (outcome.status === 'done') {
       this.event('step.done', { stepId: origin.id, step: origin.name, attempt: origin.attempt });
-      const scope = await this.scopes.forStep(getStep(flow, origin.name), origin, { result: outcome.result });
+      const error = await this.handledError(origin);
+      const scope = await this.scopes.forStep(getStep(flow, origin.name), origin, { result: outcome.result, error });
       await this.apply(resolveSuccess(flow, origin.name, scope), origin);
     } else {
       this.event('step.failed', { stepId: origin.id, step: origin.name, attempt: origin.attempt, error: outcome.error });
       await this.apply(resolveFailure(flow, origin.name, origin.attempt, outcome.error, this.deps.random()), origin);
     }
+  }
+
+  /**
+   * For a step that some step's `onError` names: the error that routed there (its predecessor in
+   * the chain, when that is a failed attempt of such a step), so `{{error}}` resolves in its
+   * conditions and output as it did in its args.
+   */
+  private async handledError(origin: Origin): Promise<ErrorData | undefined> {
+    const steps = [...this.wf.flow.steps.values()];
+    if (!steps.some((s) => s.onError === origin.name)) return undefined;
+    await this.flush();
+    const prev = await getPrecedingRowInChain(this.db, {
+      workflowId: this.wf.id,
+      fanoutId: origin.fanoutId,
+      itemIndex: origin.itemIndex,
+      beforeId: origin.id,
+    });
+    if (!prev || prev.status !== 'failed' || !prev.error) return undefined;
+    if (this.wf.flow.steps.get(prev.name)?.onError !== origin.name) return undefined;
+    // A failed fork row already names the branch step that failed.
+    return { step: prev.name, attempt: prev.attempt, ...prev.error };
   }
 
   async apply(decision: Decision, origin: Origin): Promise<void> {
@@ -130,15 +156,29 @@ export class Advance {
         return this.completeWorkflow(decision.output);
       case 'failWorkflow':
         return this.failWorkflow(decision.error);
-      case 'failBranch': {
-        if (origin.fanoutId !== null) {
-          const fork = await this.forkRow(origin.fanoutId);
-          const t = getStep(this.wf.flow, fork.name).transition;
-          if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
-        }
-        return this.failWorkflow(decision.error);
-      }
+      case 'failBranch':
+        return this.failBranch(pos, decision.error);
     }
+  }
+
+  /**
+   * A branch at `pos` failed for good. An allSettled fan-out records it and goes on; a failFast
+   * one fails as a whole: its live branches are cancelled, its fork row takes the error, and the
+   * fork's own onError — or else the level above — handles it, up to failing the workflow.
+   */
+  private async failBranch(pos: Position, error: ErrorData): Promise<void> {
+    if (pos.fanoutId === null) return this.failWorkflow(error);
+    const fork = await this.forkRow(pos.fanoutId);
+    const forkStep = getStep(this.wf.flow, fork.name);
+    const t = forkStep.transition;
+    if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
+    const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+    if (forkPos.fanoutId === null && forkStep.onError === undefined) return this.failWorkflow(error);
+    this.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, fork.id)));
+    await failForkRowIfDone(this.db, fork.id, error);
+    this.event('step.failed', { stepId: fork.id, step: fork.name, attempt: 1, error });
+    if (forkStep.onError !== undefined) return this.createStep(forkStep.onError, forkPos, { error });
+    return this.failBranch(forkPos, error);
   }
 
   /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */
@@ -167,29 +207,46 @@ export class Advance {
   /** Every branch of a fan-out instance finished: create its join once, or end its chain. */
   private async fanoutSettled(fork: ForkRow): Promise<void> {
     await this.flush();
+    const t = getStep(this.wf.flow, fork.name).transition;
+    if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
+    const results = await this.fanoutResults(fork);
+    const pos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+    if (t.join !== undefined) return this.createStep(t.join, pos, { results });
+    return this.arrive(pos, results);
+  }
+
+  /**
+   * What the join of a settled fan-out instance sees as `{{results}}`: each branch's last row,
+   * by branch name (parallel) or in input order (forEach); with allSettled, each outcome. A
+   * branch that ended in a fork without a join has that fan-out's results as its value.
+   */
+  private async fanoutResults(fork: ForkRow): Promise<unknown> {
     const forkStep = getStep(this.wf.flow, fork.name);
     const t = forkStep.transition;
     if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
     const outcomes = await getFanoutOutcomes(this.db, fork.id);
-    const settled = t.mode === 'allSettled';
-    const entry = (o: (typeof outcomes)[number] | undefined) => {
-      if (!settled) return o?.result ?? null;
-      if (!o) return { status: 'skipped' };
-      return o.status === 'done' ? { status: 'done', result: o.result } : { status: o.status, error: o.error };
+    const value = async (o: FanoutOutcome): Promise<unknown> => {
+      const inner = this.wf.flow.steps.get(o.name)?.transition;
+      if (o.status === 'done' && (inner?.kind === 'parallel' || inner?.kind === 'forEach') && inner.join === undefined) {
+        return this.fanoutResults(await this.forkRow(o.id));
+      }
+      return o.result;
     };
-    let results: unknown;
+    const entry = async (o: FanoutOutcome | undefined): Promise<unknown> => {
+      if (t.mode !== 'allSettled') return o ? ((await value(o)) ?? null) : null;
+      if (!o) return { status: 'skipped' };
+      return o.status === 'done' ? { status: 'done', result: await value(o) } : { status: o.status, error: o.error };
+    };
     if (t.kind === 'forEach') {
       const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
       const count = (await forkItems(fork, forkStep, this.scopes)).length;
-      results = Array.from({ length: count }, (_, i) => entry(byIndex.get(i)));
-    } else {
-      const obj: Record<string, unknown> = {};
-      t.branches.forEach((b, i) => (obj[b] = entry(outcomes.find((o) => o.item_index === i))));
-      results = obj;
+      const out: unknown[] = [];
+      for (let i = 0; i < count; i++) out.push(await entry(byIndex.get(i)));
+      return out;
     }
-    const pos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
-    if (t.join !== undefined) return this.createStep(t.join, pos, { results });
-    return this.arrive(pos, results);
+    const obj: Record<string, unknown> = {};
+    for (const [i, b] of t.branches.entries()) obj[b] = await entry(outcomes.find((o) => o.item_index === i));
+    return obj;
   }
 
   /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */

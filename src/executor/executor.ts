@@ -83,6 +83,8 @@ export class Executor {
   private started = false;
   private wakeResolve: (() => void) | undefined;
   private woken = false;
+  /** Whether new workflows may be waiting: set by their NOTIFY, a poll tick, or a full batch. */
+  private admitPending = true;
   private loopDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
@@ -108,7 +110,10 @@ export class Executor {
       executorId: opts.executorId,
       log: deps.log,
       onWakeup: (p) => this.onWakeup(p),
-      onReconnect: () => this.wake(),
+      onReconnect: () => {
+        this.admitPending = true;
+        this.wake();
+      },
     });
   }
 
@@ -144,6 +149,7 @@ export class Executor {
       this.cache.forget(id);
       return;
     }
+    if (p.table === 'workflows') this.admitPending = true;
     this.wake();
   }
 
@@ -177,12 +183,19 @@ export class Executor {
         let admitted = 0;
         const free = this.opts.concurrency - this.running.size;
         if (free > 0) {
-          admitted = (await admitWorkflows(this.tx, this.opts.admitBatch)).admitted;
+          if (this.admitPending) {
+            this.admitPending = false;
+            admitted = (await admitWorkflows(this.tx, this.opts.admitBatch)).admitted;
+            if (admitted >= this.opts.admitBatch) this.admitPending = true;
+          }
           claimed = await this.claimAndRun(free);
         }
         errors = 0;
         const busy = free > 0 && (claimed > 0 || admitted > 0);
-        if (!busy && !this.woken && !this.stopping) await this.waitForWake(this.opts.pollIntervalMs);
+        if (!busy && !this.woken && !this.stopping) {
+          // Nothing woke us within the poll interval: look for missed work, new workflows included.
+          if (!(await this.waitForWake(this.opts.pollIntervalMs))) this.admitPending = true;
+        }
       } catch (err) {
         errors++;
         const delay = Math.min(10_000, 100 * 2 ** Math.min(errors, 7));
@@ -192,17 +205,17 @@ export class Executor {
     }
   }
 
-  private waitForWake(ms: number): Promise<void> {
+  /** Resolves true when woken, false when the time ran out. */
+  private waitForWake(ms: number): Promise<boolean> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const timer = setTimeout(() => done(false), ms);
+      const done = (woken: boolean) => {
         clearTimeout(timer);
-        self.wakeResolve = undefined;
-        resolve();
-      }
-      this.wakeResolve = done;
-      if (this.woken || this.stopping) done();
+        this.wakeResolve = undefined;
+        resolve(woken);
+      };
+      this.wakeResolve = () => done(true);
+      if (this.woken || this.stopping) done(true);
     });
   }
 

@@ -1,12 +1,20 @@
 /**
  * Builds the template scope a step's templates and conditions read: input, workflow, the
  * latest results of the steps it names, and — inside a forEach — its item and index.
- * Reads only what the step's compiled references say it needs.
+ * Reads only what the step's compiled references say it needs. Inside forEach items,
+ * `steps.NAME` prefers the rows of the reader's own item (see getLatestDoneResultsInItems).
  */
 import type { CompiledStep } from '../flow/compiled.js';
 import { getStep } from '../flow/compiled.js';
 import { resolveTemplates, type TemplateScope } from '../flow/templates.js';
-import { getForkRow, getLatestDoneResults, type ForkRow, type Queryable } from '../db/queries.js';
+import {
+  getForkRow,
+  getLatestDoneResults,
+  getLatestDoneResultsInItems,
+  type ForkRow,
+  type ItemPosition,
+  type Queryable,
+} from '../db/queries.js';
 import type { WorkflowInfo } from './workflowCache.js';
 
 export interface ScopeExtras {
@@ -17,7 +25,12 @@ export interface ScopeExtras {
   index?: number;
 }
 
+type Position = { fanoutId: string | null; itemIndex: number | null };
+
 export class ScopeBuilder {
+  /** Fork rows read in this transaction; a fork row does not change once its branches exist. */
+  private readonly forks = new Map<string, ForkRow>();
+
   constructor(
     private readonly db: Queryable,
     private readonly wf: WorkflowInfo,
@@ -29,12 +42,16 @@ export class ScopeBuilder {
     return { input: this.wf.input, workflow: { id: this.wf.id, name: this.wf.name } };
   }
 
-  async forStep(step: CompiledStep, pos: { fanoutId: string | null; itemIndex: number | null }, extras: ScopeExtras): Promise<TemplateScope> {
+  async forStep(step: CompiledStep, pos: Position, extras: ScopeExtras): Promise<TemplateScope> {
     const scope: TemplateScope = this.base();
     for (const [k, v] of Object.entries(extras)) if (v !== undefined) scope[k] = v;
     if (step.stepRefs.length > 0) {
       await this.beforeRead();
-      const results = await getLatestDoneResults(this.db, this.wf.id, step.stepRefs);
+      const items = await this.enclosingItems(pos);
+      const results =
+        items.length > 0
+          ? await getLatestDoneResultsInItems(this.db, this.wf.id, step.stepRefs, items)
+          : await getLatestDoneResults(this.db, this.wf.id, step.stepRefs);
       const steps: Record<string, { result: unknown }> = {};
       for (const [name, result] of results) steps[name] = { result };
       scope.steps = steps;
@@ -42,26 +59,49 @@ export class ScopeBuilder {
       scope.steps = {};
     }
     if (step.usesItem && scope.item === undefined && pos.fanoutId !== null) {
-      const found = await this.itemAt(pos.fanoutId, pos.itemIndex);
+      const found = await this.itemAt(pos);
       if (found) {
         scope.item = found.item;
         scope.index = found.index;
         if (found.alias) scope[found.alias] = found.item;
       }
     } else if (scope.item !== undefined && pos.fanoutId !== null) {
-      const fork = await getForkRow(this.db, pos.fanoutId);
+      const fork = await this.fork(pos.fanoutId);
       const t = fork ? getStep(this.wf.flow, fork.name).transition : undefined;
       if (t?.kind === 'forEach' && t.as) scope[t.as] = scope.item;
     }
     return scope;
   }
 
-  /** Walks up the fan-outs enclosing a position to the nearest forEach and reads its item. */
-  private async itemAt(fanoutId: string, itemIndex: number | null): Promise<{ item: unknown; index: number; alias?: string } | undefined> {
-    let cur: { fanoutId: string | null; itemIndex: number | null } = { fanoutId, itemIndex };
+  private async fork(id: string): Promise<ForkRow | undefined> {
+    const hit = this.forks.get(id);
+    if (hit) return hit;
+    await this.beforeRead();
+    const row = await getForkRow(this.db, id);
+    if (row) this.forks.set(id, row);
+    return row;
+  }
+
+  /** The forEach items enclosing a position, innermost first. */
+  private async enclosingItems(pos: Position): Promise<ItemPosition[]> {
+    const out: ItemPosition[] = [];
+    let cur = pos;
     while (cur.fanoutId !== null) {
-      await this.beforeRead();
-      const fork = await getForkRow(this.db, cur.fanoutId);
+      const fork = await this.fork(cur.fanoutId);
+      if (!fork) break;
+      if (getStep(this.wf.flow, fork.name).transition.kind === 'forEach' && cur.itemIndex !== null) {
+        out.push({ forkId: fork.id, index: cur.itemIndex });
+      }
+      cur = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+    }
+    return out;
+  }
+
+  /** Walks up the fan-outs enclosing a position to the nearest forEach and reads its item. */
+  private async itemAt(pos: Position): Promise<{ item: unknown; index: number; alias?: string } | undefined> {
+    let cur = pos;
+    while (cur.fanoutId !== null) {
+      const fork = await this.fork(cur.fanoutId);
       if (!fork) return undefined;
       const forkStep = getStep(this.wf.flow, fork.name);
       if (forkStep.transition.kind === 'forEach' && cur.itemIndex !== null) {

@@ -40,11 +40,41 @@ export interface TxResult {
 
 export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
 
-/** Records `outcome` for a step (fenced by `guard`) and advances its workflow. */
-export async function finishStep(
-  deps: TxDeps,
-  input: { stepId: string; workflowId: string; guard: FinishGuard; outcome: Outcome; args?: unknown },
-): Promise<TxResult> {
+export interface FinishInput {
+  stepId: string;
+  workflowId: string;
+  guard: FinishGuard;
+  outcome: Outcome;
+  args?: unknown;
+}
+
+/** PostgreSQL refused a JSON value: `\u0000` in a string (22P05) or a lone surrogate (22P02). */
+function isUnstorableJson(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '22P05' || code === '22P02';
+}
+
+/**
+ * Records `outcome` for a step (fenced by `guard`) and advances its workflow. An outcome
+ * PostgreSQL cannot store (a tool result with a NUL character) fails the attempt with
+ * `invalid_result` instead of leaving the step running until its lease runs out.
+ */
+export async function finishStep(deps: TxDeps, input: FinishInput): Promise<TxResult> {
+  try {
+    return await finishStepOnce(deps, input);
+  } catch (err) {
+    if (!isUnstorableJson(err)) throw err;
+    deps.log.warn({ err, workflowId: input.workflowId, stepId: input.stepId }, 'step outcome cannot be stored; failing the step');
+    const error = {
+      code: 'invalid_result',
+      message: `the step's outcome cannot be stored as PostgreSQL JSON: ${(err as Error).message}`,
+      retryable: false,
+    };
+    return finishStepOnce(deps, { stepId: input.stepId, workflowId: input.workflowId, guard: input.guard, outcome: { status: 'failed', error } });
+  }
+}
+
+async function finishStepOnce(deps: TxDeps, input: FinishInput): Promise<TxResult> {
   return withTransaction(deps.pool, async (client) => {
     const locked = await lockWorkflow(client, input.workflowId);
     if (!locked || locked.status !== 'running') return { cancelledRunning: [], recorded: false, createdWork: false };

@@ -16,6 +16,8 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
   const issues: FlowIssue[] = [];
   const reachable = new Set<string>();
   const inForEach = new Set<string>();
+  /** The steps inside each fan-out's branches (nested fan-outs have their own entry). */
+  const regionOf = new Map<string, Set<string>>();
   const joinOf = new Map<string, string | undefined | 'pending'>();
 
   const forkJoin = (fork: CompiledStep): string | undefined => {
@@ -27,6 +29,7 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
     joinOf.set(fork.name, 'pending');
     const starts = t.kind === 'parallel' ? t.branches : [t.step];
     const { markers, visited } = walk(starts, t.join, fork.name);
+    regionOf.set(fork.name, visited);
     if (t.kind === 'forEach') for (const v of visited) inForEach.add(v);
     let join = t.join;
     if (join !== undefined) {
@@ -44,9 +47,14 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
         message: `the branches of fan-out "${fork.name}" arrive at different joins (${[...markers.keys()].join(', ')})`,
       });
     } else if (markers.size === 1) {
-      join = [...markers.keys()][0];
+      join = [...markers.keys()][0]!;
       t.join = join;
+      // The walk did not know this join yet: a branch that reached it by an edge creates it inside
+      // the branch, and the fan-out would create it a second time when it settles.
+      if (visited.has(join)) issues.push(joinByEdge(fork.name, join));
     }
+    // A join named by a marker is referenced, not unreachable, even when the marker is wrong.
+    for (const marker of markers.keys()) reachable.add(marker);
     if (join !== undefined) reachable.add(join);
     joinOf.set(fork.name, join);
     return join;
@@ -64,10 +72,7 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
       const step = flow.steps.get(name);
       if (!step) continue;
       if (viaEdge && regionJoin !== undefined && name === regionJoin) {
-        issues.push({
-          path: `steps.${name}`,
-          message: `a branch of fan-out "${forkName}" goes to its join "${name}" with a transition; end the branch with "join": "${name}" or with no transition`,
-        });
+        issues.push(joinByEdge(forkName ?? '', name));
         continue;
       }
       const push = (to: string | undefined) => to !== undefined && stack.push({ name: to, viaEdge: true });
@@ -96,7 +101,20 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
   };
 
   const top = walk([flow.start], undefined, undefined);
+  // A fan-out nested in a forEach's branches is inside that forEach too (item/index resolve there).
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [fork, region] of regionOf) {
+      if (!inForEach.has(fork)) continue;
+      for (const v of region) {
+        if (inForEach.has(v)) continue;
+        inForEach.add(v);
+        grew = true;
+      }
+    }
+  }
   for (const [marker, steps] of top.markers) {
+    reachable.add(marker);
     for (const s of steps) {
       issues.push({ path: `steps.${s}.join`, message: `step "${s}" arrives at join "${marker}" but is not inside a fan-out (parallel or forEach)` });
     }
@@ -110,4 +128,11 @@ export function checkRegions(flow: CompiledFlow): FlowIssue[] {
     }
   }
   return issues;
+}
+
+function joinByEdge(forkName: string, join: string): FlowIssue {
+  return {
+    path: `steps.${join}`,
+    message: `a branch of fan-out "${forkName}" goes to its join "${join}" with a transition; end the branch with "join": "${join}" or with no transition`,
+  };
 }

@@ -5,8 +5,14 @@
  */
 import { z } from 'zod';
 
+/** Names that JavaScript objects treat specially; a step may not be called that. */
+const RESERVED_STEP_NAMES: ReadonlySet<string> = new Set(['__proto__']);
+
 const duration = z.union([z.string().min(1), z.number().int().nonnegative()]);
-const stepName = z.string().min(1, 'a step name must not be empty');
+const stepName = z
+  .string()
+  .min(1, 'a step name must not be empty')
+  .refine((name) => !RESERVED_STEP_NAMES.has(name), '"__proto__" cannot name a step');
 
 export const retrySpec = z
   .object({
@@ -118,6 +124,7 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
   if (typeof name !== 'string' || name.length === 0) {
     return { issues: [{ path: 'start.name', message: 'in the flat form, the "start" step must carry its "name"' }] };
   }
+  if (RESERVED_STEP_NAMES.has(name)) return { issues: [{ path: 'start.name', message: `"${name}" cannot name a step` }] };
   const steps: Record<string, unknown> = {};
   const issues: FlowIssue[] = [];
   for (const [key, spec] of Object.entries(raw)) {
@@ -136,6 +143,11 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
 export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[] } {
   const normalized = normalizeFlow(raw);
   if (normalized.issues.length || normalized.flow === undefined) return { issues: normalized.issues };
+  const steps = (normalized.flow as { steps?: unknown }).steps;
+  if (isPlainObject(steps)) {
+    const reserved = Object.keys(steps).filter((k) => RESERVED_STEP_NAMES.has(k));
+    if (reserved.length > 0) return { issues: reserved.map((k) => ({ path: `steps.${k}`, message: `"${k}" cannot name a step` })) };
+  }
   const parsed = flowSpec.safeParse(normalized.flow);
   if (!parsed.success) {
     return {

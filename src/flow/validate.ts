@@ -21,6 +21,8 @@ import { checkRegions } from './regions.js';
 export type { FlowIssue } from './spec.js';
 
 const BASE_ROOTS = ['input', 'steps', 'workflow', 'item', 'index', 'results', 'error', 'result'];
+/** The seed's spellings of input and item (templates.ts reads them as those roots). */
+const SEED_ROOT_ALIASES = ['workflow_input', 'loop_item'];
 
 export type CompileResult = { ok: true; flow: CompiledFlow; issues: [] } | { ok: false; issues: FlowIssue[] };
 
@@ -40,10 +42,15 @@ export function validateFlow(raw: unknown): FlowIssue[] {
   return compileFlow(raw).issues;
 }
 
+/** 100 years: longer is a mistake, and timestamps that far out are past what a JS Date can hold. */
+const MAX_DURATION_MS = 100 * 365 * 86_400_000;
+
 function durationMs(value: string | number | undefined, path: string, issues: FlowIssue[]): number | undefined {
   if (value === undefined) return undefined;
   try {
-    return parseDuration(value);
+    const ms = parseDuration(value);
+    if (ms > MAX_DURATION_MS) throw new Error(`invalid duration ${JSON.stringify(value)}: longer than 100 years`);
+    return ms;
   } catch (err) {
     issues.push({ path, message: (err as Error).message });
     return undefined;
@@ -53,9 +60,14 @@ function durationMs(value: string | number | undefined, path: string, issues: Fl
 function buildFlow(spec: FlowSpec, issues: FlowIssue[]): CompiledFlow {
   const names = new Set(Object.keys(spec.steps));
   const aliases = new Set<string>();
-  for (const s of Object.values(spec.steps)) if (s.forEach?.as) aliases.add(s.forEach.as);
-  for (const alias of aliases) {
-    if (BASE_ROOTS.includes(alias)) issues.push({ path: 'steps', message: `forEach alias "${alias}" shadows a built-in template root` });
+  for (const [name, s] of Object.entries(spec.steps)) {
+    const alias = s.forEach?.as;
+    if (alias === undefined) continue;
+    if (BASE_ROOTS.includes(alias) || SEED_ROOT_ALIASES.includes(alias)) {
+      issues.push({ path: `steps.${name}.forEach.as`, message: `forEach alias "${alias}" shadows a built-in template root` });
+    } else {
+      aliases.add(alias);
+    }
   }
   const roots = new Set([...BASE_ROOTS, ...aliases]);
 
@@ -133,6 +145,10 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (s.parallel && new Set(s.parallel).size !== s.parallel.length) {
     issues.push({ path: `${at}.parallel`, message: 'a step is listed twice in parallel' });
   }
+  // A fan-out that starts or joins at itself would nest new instances of itself without end.
+  if (s.parallel?.includes(name)) issues.push({ path: `${at}.parallel`, message: `a fan-out cannot list itself ("${name}") as a branch` });
+  if (s.forEach?.step === name) issues.push({ path: `${at}.forEach.step`, message: `a forEach cannot run itself ("${name}") for each item` });
+  if (isFork && s.join === name) issues.push({ path: `${at}.join`, message: `a fan-out cannot join at itself ("${name}")` });
 
   const hasTool = typeof s.tool === 'string';
   let kind: StepKind;
@@ -227,7 +243,14 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   };
   if (hasTool) checkRefs(s.args ?? {}, 'args', false);
   if (s.output !== undefined) checkRefs(s.output, 'output', true);
-  if (s.forEach) checkRefs(s.forEach.items, 'forEach.items', hasTool);
+  if (s.forEach) {
+    const items = s.forEach.items;
+    const oneTemplate = typeof items === 'string' && items.startsWith('{{') && items.endsWith('}}') && items.indexOf('{{', 2) < 0;
+    if (!Array.isArray(items) && !oneTemplate) {
+      issues.push({ path: `${at}.forEach.items`, message: 'forEach.items must be an array or a single template such as "{{input.items}}"' });
+    }
+    checkRefs(items, 'forEach.items', hasTool);
+  }
   if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
 
   const cases: { condition: CompiledCondition; then: string }[] = [];

@@ -10,7 +10,7 @@ export interface ToolContext {
   attempt: number;
   /** The workflow's created_by: the user the step runs as. */
   user: string | null;
-  /** Stable across attempts of one step of one workflow: `${workflowId}:${stepName}:${stepId}`. */
+  /** Unique per step row (attempt): `${workflowId}:${stepName}:${stepId}`; tools use it to drop duplicate deliveries. */
   idempotencyKey: string;
   /** Aborted on step timeout, cancellation of the workflow, or forced shutdown. */
   signal: AbortSignal;

@@ -46,11 +46,23 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
   };
 }
 
-/** Connects to every MCP server once and logs whether it answered (start-up report). */
-export async function probeMcpServers(toolbox: Toolbox, log: Logger): Promise<{ server: string; ok: boolean; tools?: number; error?: string }[]> {
+/** How long the start-up report waits for a server before saying it did not answer (yet). */
+export const DEFAULT_PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * Connects to every MCP server once and logs whether it answered (start-up report). A server
+ * that has not answered within `timeoutMs` is reported as not answering, so one hung server
+ * cannot hold up the start; its connection attempt goes on and steps use it once it is open.
+ */
+export async function probeMcpServers(
+  toolbox: Toolbox,
+  log: Logger,
+  opts: { timeoutMs?: number } = {},
+): Promise<{ server: string; ok: boolean; tools?: number; error?: string }[]> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   const report = await Promise.all(
     toolbox.mcp.map(async (p) => {
-      const r = await p.probe();
+      const r = await withDeadline(p.probe(), timeoutMs, { ok: false, error: `no answer within ${timeoutMs} ms (still connecting)` });
       return { server: p.prefix, ok: r.ok, ...(r.tools ? { tools: r.tools.length } : {}), ...(r.error ? { error: String(r.error) } : {}) };
     }),
   );
@@ -59,4 +71,13 @@ export async function probeMcpServers(toolbox: Toolbox, log: Logger): Promise<{ 
     else log.warn({ server: r.server, error: r.error }, 'MCP server did not answer; its steps will retry');
   }
   return report;
+}
+
+/** `promise`'s value, or `fallback` when it has not settled within `ms` (the promise goes on). */
+function withDeadline<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

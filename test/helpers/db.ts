@@ -13,6 +13,7 @@ import { CoreTools } from '../../src/tools/builtins.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
 import type { StepPolicy } from '../../src/executor/runStep.js';
+import type { LimitPolicy } from '../../src/tools/limits.js';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
 
 export const TEST_DATABASE_URL = process.env.STEPD_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -56,11 +57,13 @@ export async function createTestSchema(): Promise<TestSchema> {
 export interface TestExecutorOptions extends Partial<ExecutorOptions> {
   tools?: ToolProvider[];
   permissions?: StepPolicy;
+  /** Per-tool-pattern and per-user maximums (`createLimitPolicy(...)`). */
+  limits?: LimitPolicy;
 }
 
 /** An in-process executor with fast intervals, stopped after the test. */
 export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {}): Promise<Executor> {
-  const { tools = [], permissions, ...rest } = opts;
+  const { tools = [], permissions, limits, ...rest } = opts;
   const executor = new Executor(
     {
       ...DEFAULT_EXECUTOR_OPTIONS,
@@ -72,7 +75,7 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
       shutdownGraceMs: 2_000,
       ...rest,
     },
-    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}) },
+    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}) },
   );
   await executor.start();
   onCleanup(() => executor.stop({ graceMs: 0 }));

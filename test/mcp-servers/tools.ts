@@ -93,10 +93,21 @@ export function registerTestTools(server: McpServer, state: TestToolState, optio
 
   const crash = options.crash;
   if (crash) {
-    server.registerTool('crash', { description: 'Exits the server in the middle of the call.' }, (extra) => {
-      record({ event: 'call', tool: 'crash', meta: extra._meta });
-      crash();
-      return text('unreachable');
-    });
+    server.registerTool(
+      'crash',
+      {
+        description: 'Exits the server in the middle of the call; with `untilAttempt: n`, only while `_meta.attempt` is below n.',
+        inputSchema: { untilAttempt: z.number().optional() },
+      },
+      (args, extra) => {
+        const attempt = typeof extra._meta?.attempt === 'number' ? extra._meta.attempt : 1;
+        record({ event: 'call', tool: 'crash', args, meta: extra._meta });
+        if (args.untilAttempt !== undefined && attempt >= args.untilAttempt) {
+          return { ...text(JSON.stringify({ survived: attempt })), structuredContent: { survived: attempt } };
+        }
+        crash();
+        return text('unreachable');
+      },
+    );
   }
 }

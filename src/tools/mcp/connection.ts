@@ -39,6 +39,8 @@ export class McpConnection {
   #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #nextId = 1;
+  /** Clients still connecting: close() stops them instead of waiting out the connect timeout. */
+  readonly #connecting = new Set<Client>();
 
   constructor(opts: McpConnectionOptions) {
     this.#opts = opts;
@@ -79,6 +81,9 @@ export class McpConnection {
     this.#clearIdle();
     const pending = this.#pending;
     this.#forget();
+    // A server that has not answered yet must not hold up shutdown: closing its client makes
+    // the pending connect fail now (and stops a stdio server's process).
+    await Promise.allSettled([...this.#connecting].map((client) => client.close()));
     const session = await pending?.catch(() => undefined);
     if (session) await this.#closeSession(session);
   }
@@ -120,11 +125,13 @@ export class McpConnection {
       }
     };
     const started = Date.now();
+    this.#connecting.add(client);
     try {
       await client.connect(this.#transport(log), { timeout: connectTimeoutMs });
       session.tools = await listAllTools(client, connectTimeoutMs);
     } catch (err) {
       await client.close().catch(() => undefined);
+      if (this.#closed) throw new StepError('mcp_closed', `MCP server "${name}" is shut down`, { retryable: true, cause: err });
       const message = err instanceof Error ? err.message : String(err);
       log.warn({ err }, 'mcp connect failed');
       throw new StepError('mcp_unavailable', `MCP server "${name}" could not be reached: ${message}`, {
@@ -132,6 +139,8 @@ export class McpConnection {
         details: { server: name },
         cause: err,
       });
+    } finally {
+      this.#connecting.delete(client);
     }
     if (this.#closed) {
       await this.#closeSession(session);

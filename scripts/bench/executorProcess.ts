@@ -1,0 +1,126 @@
+/**
+ * The stepd executor under test, in its own process with its default settings:
+ *   node dist/src/cli.js start --database-url URL --schema S --executor-id bench
+ * It runs in an empty working folder (so no stepd.config.json is picked up) and without the
+ * STEPD_* variables that would change its settings; only the log level is lowered.
+ * Its CPU time and peak memory are read from /proc.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Cleanup } from './pg.js';
+
+/** dist/src/cli.js, found from this compiled file (dist/scripts/bench/). */
+export function cliPath(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli.js');
+}
+
+const SETTING_VARS = /^(STEPD_|DATABASE_URL$)/;
+
+let clockTicks: number | undefined;
+function ticksPerSecond(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+export class ExecutorProcess {
+  private readonly child: ChildProcess;
+  private readonly stderrTail: string[] = [];
+  private exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  private readonly exited: Promise<void>;
+  private readonly workDir: string;
+  private readonly removeCleanup: () => Promise<void>;
+
+  constructor(opts: { url: string; schema: string; cleanup: Cleanup }) {
+    this.workDir = mkdtempSync(path.join(os.tmpdir(), 'stepd-bench-'));
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env)) if (!SETTING_VARS.test(k)) env[k] = v;
+    env.STEPD_LOG_LEVEL = 'warn';
+    this.child = spawn(
+      process.execPath,
+      [cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', 'bench'],
+      { cwd: this.workDir, env, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    this.child.stderr!.setEncoding('utf8');
+    this.child.stderr!.on('data', (chunk: string) => {
+      for (const line of chunk.split('\n')) if (line.trim()) this.stderrTail.push(line);
+      if (this.stderrTail.length > 40) this.stderrTail.splice(0, this.stderrTail.length - 40);
+    });
+    this.exited = new Promise((resolve) =>
+      this.child.once('exit', (code, signal) => {
+        this.exit = { code, signal };
+        resolve();
+      }),
+    );
+    // Never leave the executor behind, whatever happens to the harness.
+    const kill = () => this.child.exitCode === null && this.child.signalCode === null && this.child.kill('SIGKILL');
+    process.once('exit', kill);
+    this.removeCleanup = opts.cleanup.add(`stop executor ${this.child.pid}`, () => this.stop());
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Throws, with the executor's last log lines, if the process has died. */
+  assertAlive(): void {
+    if (this.exit) {
+      throw new Error(
+        `the executor exited (code ${this.exit.code}, signal ${this.exit.signal}); its last log lines:\n${this.stderrTail.join('\n')}`,
+      );
+    }
+  }
+
+  /** Warnings and errors the executor logged (it runs at level warn). */
+  get logTail(): string[] {
+    return [...this.stderrTail];
+  }
+
+  /** User + system CPU seconds the process has used so far. */
+  cpuSeconds(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return (utime + stime) / ticksPerSecond();
+  }
+
+  /** Peak and current resident set size, in MiB (VmHWM and VmRSS of /proc/PID/status). */
+  memory(): { peakRssMiB: number; rssMiB: number } {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+    return { peakRssMiB: kib('VmHWM') / 1024, rssMiB: kib('VmRSS') / 1024 };
+  }
+
+  /** Graceful stop (SIGTERM); SIGKILL if it has not exited after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (!this.exit) {
+      this.child.kill('SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        this.exited.then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) {
+        this.child.kill('SIGKILL');
+        await this.exited;
+      }
+    }
+    rmSync(this.workDir, { recursive: true, force: true });
+  }
+
+  /** Stops the process and takes it off the cleanup list. */
+  async close(): Promise<void> {
+    await this.removeCleanup();
+  }
+}

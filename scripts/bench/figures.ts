@@ -1,0 +1,136 @@
+/**
+ * The figures of the report: each a named value read from one run, aggregated across runs
+ * (median, min–max), with its ratios to the peers measured in the same run and its target.
+ * Ratios are stepd ÷ peer, computed run by run and then the median taken: for rates higher is
+ * better, for times lower is better.
+ */
+import type { CeilingResult } from './ceiling.js';
+import type { LoadSample } from './machineLoad.js';
+import type { PgBossResult } from './pgboss.js';
+import { claimRatios, type ScaleResult } from './scale.js';
+import { spread, type Spread } from './stats.js';
+import type { StepdRunResult } from './stepdRun.js';
+
+export interface RunResult {
+  stepd: StepdRunResult;
+  ceiling: CeilingResult[];
+  pgboss: PgBossResult;
+  /** The machine's load before and after the run. */
+  load: { before: LoadSample; after: LoadSample };
+}
+
+export interface Target {
+  text: string;
+  met: (value: number, ratios: { ceiling?: number; pgboss?: number }) => boolean;
+}
+
+export interface Figure {
+  key: string;
+  section: string;
+  label: string;
+  unit: string;
+  value: Spread;
+  vsCeiling?: number;
+  vsPgBoss?: number;
+  target?: { text: string; met: boolean };
+  note?: string;
+}
+
+type Getter = (r: RunResult) => number | undefined;
+
+interface FigureDef {
+  key: string;
+  section: string;
+  label: string;
+  unit: string;
+  get: Getter;
+  /** Same-run ceiling figure to divide by (1 client). */
+  ceiling?: Getter;
+  pgboss?: Getter;
+  target?: Target;
+  timedOut?: (r: RunResult) => boolean | undefined;
+}
+
+const ceiling1: (r: RunResult) => CeilingResult | undefined = (r) => r.ceiling.find((c) => c.clients === 1);
+const ceilingTps: Getter = (r) => ceiling1(r)?.transitionsPerSec;
+const ceilingMsPerTransition: Getter = (r) => (ceiling1(r) ? 1000 / ceiling1(r)!.transitionsPerSec : undefined);
+
+export const GRAPHILE_WORKER_JOBS_PER_SEC = 17_900;
+
+const DEFS: FigureDef[] = [
+  {
+    key: 'throughput.stepsPerSec', section: '1 throughput', label: 'steps/s', unit: '/s',
+    get: (r) => r.stepd.throughput?.stepsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss.throughput.jobsPerSec,
+    target: { text: `≥ 2× pg-boss and > ${GRAPHILE_WORKER_JOBS_PER_SEC.toLocaleString('en-US')}/s`, met: (v, x) => v > GRAPHILE_WORKER_JOBS_PER_SEC && (x.pgboss ?? 0) >= 2 },
+    timedOut: (r) => r.stepd.throughput?.timedOut,
+  },
+  {
+    key: 'throughput.workflowsPerSec', section: '1 throughput', label: 'workflows/s', unit: '/s',
+    get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss.throughput.jobsPerSec,
+    timedOut: (r) => r.stepd.throughput?.timedOut,
+  },
+  { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
+  {
+    key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,
+    ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss.chain.hopMs.p50,
+    target: { text: '≤ 2 ms', met: (v) => v <= 2 }, timedOut: (r) => r.stepd.chain?.timedOut,
+  },
+  { key: 'chain.hopP99Ms', section: '2 chain', label: 'hop p99', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p99, pgboss: (r) => r.pgboss.chain.hopMs.p99, timedOut: (r) => r.stepd.chain?.timedOut },
+  { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss.chain.hopMs.mean },
+  { key: 'chain.handoffP50Ms', section: '2 chain', label: 'handoff p50 (done → next running)', unit: 'ms', get: (r) => r.stepd.chain?.handoffMs.p50 },
+  { key: 'fanout.totalMs', section: '3 fan-out', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanout?.totalMs, timedOut: (r) => r.stepd.fanout?.timedOut },
+  { key: 'fanout.itemsPerSec', section: '3 fan-out', label: 'items/s', unit: '/s', get: (r) => r.stepd.fanout?.itemsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss.throughput.jobsPerSec },
+  {
+    key: 'wakeup.p50Ms', section: '4 wake-up', label: 'readied → running p50', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p50,
+    ceiling: ceilingMsPerTransition, target: { text: '≤ 3 ms', met: (v) => v <= 3 }, timedOut: (r) => r.stepd.wakeup?.timedOut,
+  },
+  { key: 'wakeup.p99Ms', section: '4 wake-up', label: 'readied → running p99', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p99, ceiling: ceilingMsPerTransition },
+  { key: 'wakeup.updateP50Ms', section: '4 wake-up', label: '(the readying UPDATE round trip p50)', unit: 'ms', get: (r) => r.stepd.wakeup?.updateRoundTripMs.p50 },
+  { key: 'executor.peakRssMiB', section: '5 scale', label: 'executor peak RSS', unit: 'MiB', get: (r) => r.stepd.peakRssMiB },
+  { key: 'executor.idleCpuPercent', section: '5 scale', label: 'executor idle CPU', unit: '% core', get: (r) => r.stepd.idleCpuPercent, target: { text: '< 1%', met: (v) => v < 1 } },
+  { key: 'ceiling.1', section: '6 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
+  { key: 'ceiling.8', section: '6 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
+  { key: 'pgboss.jobsPerSec', section: '6 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss.throughput.jobsPerSec, timedOut: (r) => r.pgboss.throughput.timedOut },
+  { key: 'pgboss.chainTotalMs', section: '6 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss.chain.totalMs, timedOut: (r) => r.pgboss.chain.timedOut },
+  { key: 'pgboss.chainHopP50Ms', section: '6 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss.chain.hopMs.p50 },
+  { key: 'pgboss.chainHopP99Ms', section: '6 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss.chain.hopMs.p99 },
+];
+
+function ratio(runs: RunResult[], get: Getter, peer: Getter | undefined): number | undefined {
+  if (!peer) return undefined;
+  const r = spread(runs.map((run) => {
+    const a = get(run);
+    const b = peer(run);
+    return a === undefined || b === undefined || b === 0 ? undefined : a / b;
+  }));
+  return Number.isFinite(r.median) ? r.median : undefined;
+}
+
+export function computeFigures(runs: RunResult[], scale: ScaleResult | undefined): Figure[] {
+  const out: Figure[] = [];
+  for (const d of DEFS) {
+    const value = spread(runs.map(d.get));
+    const vsCeiling = ratio(runs, d.get, d.ceiling);
+    const vsPgBoss = ratio(runs, d.get, d.pgboss);
+    const fig: Figure = { key: d.key, section: d.section, label: d.label, unit: d.unit, value };
+    if (vsCeiling !== undefined) fig.vsCeiling = vsCeiling;
+    if (vsPgBoss !== undefined) fig.vsPgBoss = vsPgBoss;
+    if (d.target) fig.target = { text: d.target.text, met: d.target.met(value.median, { ...(vsCeiling !== undefined ? { ceiling: vsCeiling } : {}), ...(vsPgBoss !== undefined ? { pgboss: vsPgBoss } : {}) }) };
+    const cut = d.timedOut ? runs.filter(d.timedOut).length : 0;
+    if (cut > 0) fig.note = `timed out in ${cut} run(s): partial`;
+    out.push(fig);
+  }
+  if (scale) {
+    const rows = scale.finishedRows.toLocaleString('en-US');
+    const empty = spread(scale.empty.map((b) => b.latencyMs.p50));
+    const loaded = spread(scale.loaded.map((b) => b.latencyMs.p50));
+    const ratios = spread(claimRatios(scale));
+    const at = out.findIndex((f) => f.section === '5 scale');
+    out.splice(at, 0,
+      { key: 'claim.emptyP50Ms', section: '5 scale', label: `claim p50, 0 finished rows`, unit: 'ms', value: empty, note: `explain ${spread(scale.empty.map((b) => b.explainExecutionMs)).median.toFixed(3)} ms` },
+      { key: 'claim.loadedP50Ms', section: '5 scale', label: `claim p50, ${rows} finished rows`, unit: 'ms', value: loaded, note: `explain ${spread(scale.loaded.map((b) => b.explainExecutionMs)).median.toFixed(3)} ms${scale.loaded.every((b) => b.usesReadyIndex) ? '' : '; plan skips the ready index'}` },
+      { key: 'claim.ratio', section: '5 scale', label: `claim at ${rows} ÷ empty`, unit: '×', value: ratios, target: { text: '≤ 1.2×', met: ratios.median <= 1.2 } },
+    );
+  }
+  return out;
+}

@@ -1,0 +1,107 @@
+/** The benchmark's output: a table on stdout and bench-results/latest.json (+ a dated copy). */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { BenchEnvironment } from './environment.js';
+import { busyWarning } from './machineLoad.js';
+import { spread } from './stats.js';
+import type { Figure, RunResult } from './figures.js';
+import type { ScaleResult } from './scale.js';
+import type { BenchSettings } from './settings.js';
+
+function num(v: number, unit: string): string {
+  if (!Number.isFinite(v)) return '—';
+  if (unit === '/s') return Math.round(v).toLocaleString('en-US');
+  if (unit === '×') return `${v.toFixed(2)}×`;
+  const abs = Math.abs(v);
+  return abs >= 100 ? Math.round(v).toLocaleString('en-US') : abs >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+function ratio(v: number | undefined): string {
+  return v === undefined || !Number.isFinite(v) ? '' : `${v >= 10 ? v.toFixed(1) : v.toFixed(2)}×`;
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c + ' '.repeat(widths[i]! - [...c].length)).join('  ').trimEnd();
+  return [line(header), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+export function formatReport(opts: {
+  figures: Figure[];
+  env: BenchEnvironment;
+  settings: BenchSettings;
+  runs: RunResult[];
+  scale: ScaleResult | undefined;
+  durationSeconds: number;
+}): string {
+  const { figures, env, settings } = opts;
+  const rows: string[][] = [];
+  let section = '';
+  for (const f of figures) {
+    const value = f.value.values.length === 0 ? '—' : `${num(f.value.median, f.unit)} ${f.unit === '×' ? '' : f.unit}`.trim();
+    const range = f.value.values.length > 1 ? `${num(f.value.min, f.unit)} – ${num(f.value.max, f.unit)}` : '';
+    rows.push([
+      f.section === section ? '' : f.section,
+      f.label,
+      value,
+      range,
+      ratio(f.vsCeiling),
+      ratio(f.vsPgBoss),
+      f.target ? `${f.target.met ? '✓' : '✗'} ${f.target.text}` : '',
+      f.note ?? '',
+    ]);
+    section = f.section;
+  }
+  const s = settings.sizes;
+  const pg = env.postgres;
+  const scenarios = ['throughput', 'chain', 'fanout', 'wakeup'] as const;
+  const resourceRows = scenarios.map((k) => {
+    const med = (get: (r: RunResult) => number | undefined, digits: number, unit: string) => {
+      const v = spread(opts.runs.map(get)).median;
+      return Number.isFinite(v) ? `${v.toFixed(digits)} ${unit}` : '—';
+    };
+    return [
+      k,
+      med((r) => (r.stepd.resources[k]?.wallMs ?? Number.NaN) / 1000, 1, 's'),
+      med((r) => r.stepd.resources[k]?.executorCpuPercent, 0, '%'),
+      med((r) => r.stepd.resources[k]?.machineBusyPercent, 0, '%'),
+    ];
+  });
+  const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]), env.machine.cpus);
+  const ceilingTool = opts.runs[0]?.ceiling[0]?.tool ?? 'n/a';
+  const lines = [
+    '',
+    `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}`,
+    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}`,
+    `  machine: ${env.machine.cpus} CPU (${env.machine.cpuModel}), ${env.machine.memoryGiB} GiB, Linux ${env.machine.kernel}; node ${env.node}; commit ${env.commit ?? 'unknown'}`,
+    `  PostgreSQL ${pg.server_version}: synchronous_commit=${pg.synchronous_commit} fsync=${pg.fsync} shared_buffers=${pg.shared_buffers} max_connections=${pg.max_connections} work_mem=${pg.work_mem} jit=${pg.jit}`,
+    `  stepd executor: its own process, default settings; ceiling via ${ceilingTool}; claim statement from ${opts.scale?.statementSource ?? 'n/a'}`,
+    '',
+    table(['scenario', 'measure', 'median', 'min – max', '÷ ceiling', '÷ pg-boss', 'target', 'note'], rows),
+    '',
+    '  where the time went (medians): wall time of the scenario, the executor process\'s CPU (100 % = one core),',
+    `  and the whole machine's CPU (100 % = all ${env.machine.cpus} cores busy: PostgreSQL, the harness, anything else)`,
+    '',
+    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy'], resourceRows).replace(/^/gm, '  '),
+    '',
+    ...(warning ? [`  ${warning}`, ''] : []),
+    ...opts.runs.flatMap((r, i) => r.stepd.errors.map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),
+    '  ÷ ceiling / ÷ pg-boss: stepd figure divided by the same figure of the peer in the same run (median of runs);',
+    '  for rates higher is better, for times lower is better. Ceiling per transition = 1000 / (1-client transitions/s) ms.',
+    '  chain hop = completed_at(i+1) − completed_at(i); handoff = started_at(i+1) − completed_at(i) (database clock).',
+    '  wake-up = the gate\'s started_at − readied_at (the readying UPDATE\'s transaction time): includes that UPDATE\'s commit.',
+    `  total time: ${opts.durationSeconds.toFixed(0)} s`,
+    '',
+  ];
+  return lines.join('\n');
+}
+
+export function writeResults(outDir: string, result: unknown, date: string): { latest: string; dated: string } {
+  mkdirSync(outDir, { recursive: true });
+  const latest = path.join(outDir, 'latest.json');
+  const dated = path.join(outDir, `bench-${date.replace(/[:.]/g, '-')}.json`);
+  const json = `${JSON.stringify(result, null, 2)}\n`;
+  writeFileSync(latest, json);
+  writeFileSync(dated, json);
+  return { latest, dated };
+}

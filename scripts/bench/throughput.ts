@@ -1,0 +1,42 @@
+/**
+ * Scenario 1, throughput: N single-step workflows (`core.noop`) inserted with one INSERT.
+ * Measured on the database clock: from the insert (the workflows' created_at, the INSERT's
+ * transaction time) to the last workflow's completed_at.
+ */
+import { MS_BETWEEN } from './pg.js';
+import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
+
+export interface ThroughputResult {
+  workflows: number;
+  steps: number;
+  elapsedMs: number;
+  workflowsPerSec: number;
+  stepsPerSec: number;
+  /** The scenario hit its time limit; the rates cover what finished until then. */
+  timedOut: boolean;
+}
+
+export const NOOP_FLOW = { start: 'noop', steps: { noop: { tool: 'core.noop', done: true } } };
+
+export async function runThroughput(ctx: StepdContext, count: number, name = 'bench-throughput'): Promise<ThroughputResult> {
+  const { workflows, steps } = tables(ctx.schema);
+  const ids = await insertWorkflows(ctx, name, NOOP_FLOW, count);
+  const { timedOut } = await waitForWorkflows(ctx, name);
+  const [r] = await query<{ workflows: number; steps: number; elapsed_ms: number }>(
+    ctx,
+    `SELECT count(*) FILTER (WHERE w.status = 'completed')::int AS workflows,
+            (SELECT count(*)::int FROM ${steps} s WHERE s.workflow_id BETWEEN $1 AND $2 AND s.status = 'done') AS steps,
+            ${MS_BETWEEN('min(w.created_at)', "max(w.completed_at) FILTER (WHERE w.status = 'completed')")} AS elapsed_ms
+       FROM ${workflows} w WHERE w.id BETWEEN $1 AND $2`,
+    [ids.first, ids.last],
+  );
+  const elapsedMs = r!.elapsed_ms;
+  return {
+    workflows: r!.workflows,
+    steps: r!.steps,
+    elapsedMs,
+    workflowsPerSec: (r!.workflows / elapsedMs) * 1000,
+    stepsPerSec: (r!.steps / elapsedMs) * 1000,
+    timedOut,
+  };
+}

@@ -1,0 +1,42 @@
+/** `stepd cancel ID`: cancel a workflow through the SQL contract. */
+import type { Command } from 'commander';
+import { cancelWorkflowIfActive } from '../db/contract.js';
+import { getWorkflow } from '../db/reads.js';
+import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
+
+export function registerCancel(program: Command): void {
+  withDatabaseOptions(
+    program
+      .command('cancel')
+      .description('cancel a workflow that is new or running; its live steps are cancelled and running tools aborted')
+      .argument('<id>', 'workflow id')
+      .option('--json', 'print the cancelled workflow as JSON'),
+  )
+    .addHelpText(
+      'after',
+      `
+Examples:
+  stepd cancel 7
+
+The same as:  UPDATE stepd.workflows SET status = 'cancelled' WHERE id = 7;
+A workflow that already ended is refused with exit code 1.`,
+    )
+    .action(async (idText: string, flags: DatabaseFlags & { json?: boolean }) => {
+      const id = parseId(idText, 'workflow id');
+      await withDatabase(flags, async (ctx) => {
+        await refuseUnlessActive(ctx, id);
+        const wf = (await cancelWorkflowIfActive(ctx.pool, id)) ?? (await refuseUnlessActive(ctx, id));
+        if (!wf) throw new CliError(`workflow ${id} could not be cancelled`);
+        if (flags.json) outJson({ id: String(wf.id), name: wf.name, status: wf.status, cancelledAt: wf.cancelled_at });
+        else out(`cancelled workflow ${wf.id} (${wf.name})`);
+      });
+    });
+}
+
+/** Reads the workflow and refuses, saying why, unless it can still be cancelled. */
+async function refuseUnlessActive(ctx: ClientContext, id: string): Promise<undefined> {
+  const wf = await getWorkflow(ctx.db, id);
+  if (!wf) throw new CliError(`workflow ${id} does not exist in schema "${ctx.schema}" (list them with: stepd list)`);
+  if (wf.status === 'new' || wf.status === 'running') return undefined;
+  throw new CliError(`workflow ${id} (${wf.name}) is already ${wf.status}; only a new or running workflow can be cancelled`);
+}

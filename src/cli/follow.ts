@@ -1,0 +1,236 @@
+/**
+ * Live progress for `stepd run --follow` and `stepd watch [ID]`: LISTEN on stepd_events, print
+ * each event (step name, attempt, duration, the approve command of a waiting gate), and, when
+ * following one workflow, end with its outcome as the exit code.
+ *
+ * Following never misses the end: it LISTENs before it reads the workflow row, reads the row
+ * again after every reconnect of the event connection and every few seconds (a daemon started
+ * with --no-events sends nothing), and finishes on whichever sees the end first.
+ */
+import { EventStream } from '../db/eventStream.js';
+import { findPendingStep, getStepTiming, getWorkflow } from '../db/reads.js';
+import type { WorkflowRow } from '../db/tables.js';
+import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
+import { CliError, EXIT, errorMessage, note, out, outJson, type ClientContext } from './common.js';
+import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
+
+const RECHECK_MS = 5_000;
+
+export interface FollowOptions {
+  json: boolean;
+}
+
+type Outcome = { code: number };
+
+export class Follower {
+  private readonly stream: EventStream;
+  private workflowId: string | undefined;
+  /** Until watchAll() or follow() is called, events are kept (run --follow LISTENs before it inserts). */
+  private mode: 'buffering' | 'all' | 'one' = 'buffering';
+  private readonly early: StepdEvent[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private finished = false;
+  private resolveOutcome: ((o: Outcome) => void) | undefined;
+  private rejectOutcome: ((e: Error) => void) | undefined;
+  private recheckTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ctx: ClientContext,
+    private readonly opts: FollowOptions,
+  ) {
+    this.stream = new EventStream({
+      url: ctx.url,
+      schema: ctx.schema,
+      applicationName: `stepd-follow:${process.pid}`,
+      onEvent: (e) => this.onEvent(e),
+      onLost: (err) => note(`stepd: lost the event connection (${errorMessage(err)}); reconnecting…`),
+      onReconnect: () => {
+        note('stepd: event connection restored');
+        if (this.workflowId !== undefined) this.enqueue(() => this.checkRow());
+      },
+      onGiveUp: (err) => this.rejectOutcome?.(new CliError(`lost the database connection: ${errorMessage(err)}`, EXIT.unreachable)),
+    });
+  }
+
+  /** Starts listening; call before creating the workflow so its first events are not missed. */
+  async listen(): Promise<void> {
+    await this.stream.start();
+  }
+
+  /** Streams every event of the schema until SIGINT (`stepd watch` without an id). */
+  async watchAll(): Promise<number> {
+    this.mode = 'all';
+    for (const e of this.early.splice(0)) this.enqueue(() => this.handle(e));
+    let stopInterrupt = () => {};
+    return new Promise<number>((resolve, reject) => {
+      this.rejectOutcome = reject;
+      stopInterrupt = onInterrupt(() => resolve(EXIT.ok));
+    }).finally(async () => {
+      stopInterrupt();
+      await this.close();
+    });
+  }
+
+  /** Follows one workflow to its end; resolves with the exit code of its outcome. */
+  async follow(workflowId: string): Promise<number> {
+    this.workflowId = workflowId;
+    this.mode = 'one';
+    this.stream.only(workflowId);
+    const outcome = new Promise<Outcome>((resolve, reject) => {
+      this.resolveOutcome = resolve;
+      this.rejectOutcome = reject;
+    });
+    for (const e of this.early.splice(0)) if (e.workflowId === workflowId) this.enqueue(() => this.handle(e));
+    this.enqueue(() => this.checkRow());
+    this.scheduleRecheck();
+    const stopInterrupt = onInterrupt(() => {
+      note(`stepd: stopped following workflow ${workflowId}; it keeps running (follow it again with: stepd watch ${workflowId})`);
+      this.resolveOutcome?.({ code: 130 });
+    });
+    try {
+      return (await outcome).code;
+    } finally {
+      stopInterrupt();
+      await this.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.finished = true;
+    clearTimeout(this.recheckTimer);
+    await this.stream.close();
+  }
+
+  private onEvent(e: StepdEvent): void {
+    if (this.mode === 'buffering') {
+      this.early.push(e);
+      return;
+    }
+    this.enqueue(() => this.handle(e));
+  }
+
+  /** Events are printed one at a time, in the order they arrived. */
+  private enqueue(task: () => Promise<void>): void {
+    this.chain = this.chain.then(task).catch((err: unknown) => {
+      if (this.workflowId !== undefined) this.rejectOutcome?.(err instanceof Error ? err : new Error(String(err)));
+      else note(`stepd: ${errorMessage(err)}`);
+    });
+  }
+
+  private scheduleRecheck(): void {
+    this.recheckTimer = setTimeout(() => {
+      if (this.finished) return;
+      this.enqueue(() => this.checkRow());
+      this.scheduleRecheck();
+    }, RECHECK_MS);
+  }
+
+  private async handle(e: StepdEvent): Promise<void> {
+    if (this.finished) return;
+    const following = this.workflowId !== undefined;
+    if (TERMINAL_EVENTS.has(e.type)) {
+      const row = await getWorkflow(this.ctx.db, e.workflowId);
+      if (following) return this.finish(e, row);
+      this.print(e, row);
+      return;
+    }
+    const enriched: StepdEvent = { ...e };
+    if ((e.type === 'step.done' || e.type === 'step.failed') && enriched.durationMs === undefined && e.stepId) {
+      const timing = await getStepTiming(this.ctx.db, e.stepId);
+      const ms = between(timing?.started_at, timing?.completed_at);
+      if (ms !== undefined) enriched.durationMs = ms;
+      if (enriched.itemIndex === undefined && typeof timing?.item_index === 'number') enriched.itemIndex = timing.item_index;
+    }
+    if (e.type === 'step.waiting' && !e.stepId && e.step) {
+      const gate = await findPendingStep(this.ctx.db, e.workflowId, e.step);
+      if (gate) enriched.stepId = String(gate.id);
+    }
+    this.print(enriched);
+  }
+
+  /** Reads the workflow row; if it has ended, finishes as if its last event had arrived. */
+  private async checkRow(): Promise<void> {
+    if (this.finished || this.workflowId === undefined) return;
+    const row = await getWorkflow(this.ctx.db, this.workflowId);
+    if (!row) throw new CliError(`workflow ${this.workflowId} does not exist in schema "${this.ctx.schema}"`);
+    if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {
+      const at = row.completed_at ?? row.cancelled_at ?? row.updated_at;
+      const synthetic: StepdEvent = {
+        type: `workflow.${row.status}`,
+        schema: this.ctx.schema,
+        workflowId: String(row.id),
+        at: new Date(at).toISOString(),
+        ...(row.error ? { error: { code: String(row.error.code), message: String(row.error.message) } } : {}),
+      };
+      this.finish(synthetic, row);
+    }
+  }
+
+  private finish(e: StepdEvent, row: WorkflowRow | undefined): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.print(e, row);
+    const status = row?.status ?? e.type.slice('workflow.'.length);
+    if (!this.opts.json && row) {
+      if (row.status === 'completed') out(`output: ${compactJson(row.output, 2_000)}`);
+      if (row.status === 'failed' && row.error) {
+        out(`error: ${formatError(row.error)}`);
+        const issues = (row.error as { issues?: unknown }).issues;
+        if (Array.isArray(issues)) for (const i of issues as { path?: string; message?: string }[]) out(`  ${i.path || '(flow)'}: ${i.message}`);
+      }
+    }
+    this.resolveOutcome?.({ code: status === 'completed' ? EXIT.ok : status === 'cancelled' ? EXIT.cancelled : EXIT.failed });
+  }
+
+  private print(e: StepdEvent, row?: WorkflowRow): void {
+    if (this.opts.json) {
+      const extra = row && TERMINAL_EVENTS.has(e.type) ? { durationMs: between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) } : {};
+      outJson({ ...e, ...extra });
+      return;
+    }
+    const prefix = `${formatClock(e.at)}  ${this.workflowId === undefined ? `wf ${e.workflowId}  ` : ''}`;
+    out(prefix + describeEvent(e, row));
+  }
+}
+
+/** One event in words. */
+export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
+  const step = `${e.step ?? '?'}${e.itemIndex !== undefined ? `[${e.itemIndex}]` : ''}${e.stepId ? ` #${e.stepId}` : ''}`;
+  const took = e.durationMs !== undefined ? ` in ${formatDuration(e.durationMs)}` : '';
+  const attempt = e.attempt !== undefined && e.attempt > 1 ? ` (attempt ${e.attempt})` : '';
+  switch (e.type) {
+    case 'workflow.started':
+      return `workflow ${e.workflowId} started`;
+    case 'workflow.completed':
+    case 'workflow.failed':
+    case 'workflow.cancelled': {
+      const ms = row ? between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) : undefined;
+      const verb = e.type.slice('workflow.'.length);
+      const err = e.type === 'workflow.failed' && e.error ? `: ${formatError(e.error)}` : '';
+      return `workflow ${e.workflowId} ${verb}${ms !== undefined ? ` in ${formatDuration(ms)}` : ''}${err}`;
+    }
+    case 'step.started':
+      return `${step} started${attempt}`;
+    case 'step.done':
+      return `${step} done${took}${attempt}`;
+    case 'step.failed':
+      return `${step} failed${took}${attempt}: ${formatError(e.error)}`;
+    case 'step.retrying':
+      return `${e.step ?? '?'} will retry: attempt ${e.attempt ?? '?'}${e.retryInMs !== undefined ? ` in ${formatDuration(e.retryInMs)}` : ''}`;
+    case 'step.waiting':
+      return e.stepId
+        ? `${step} waiting for approval → stepd approve ${e.stepId}   (reject: stepd approve ${e.stepId} --reject)`
+        : `${step} waiting for approval (see: stepd status ${e.workflowId})`;
+  }
+}
+
+/** Calls `fn` on the first SIGINT/SIGTERM; returns a function that removes the handlers. */
+function onInterrupt(fn: () => void): () => void {
+  const handler = () => fn();
+  process.once('SIGINT', handler);
+  process.once('SIGTERM', handler);
+  return () => {
+    process.off('SIGINT', handler);
+    process.off('SIGTERM', handler);
+  };
+}

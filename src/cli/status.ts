@@ -1,0 +1,32 @@
+/** `stepd status ID`: a workflow and its steps as a tree (or JSON). */
+import type { Command } from 'commander';
+import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
+import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
+import { buildStatusView, renderStatus } from './statusView.js';
+
+export function registerStatus(program: Command): void {
+  withDatabaseOptions(
+    program
+      .command('status')
+      .description('show a workflow and its steps: fan-outs nested under their fork, attempts, durations, errors, waiting gates')
+      .argument('<id>', 'workflow id')
+      .option('--json', 'print {workflow, steps, waiting} as JSON'),
+  )
+    .addHelpText(
+      'after',
+      `
+Examples:
+  stepd status 7
+  stepd status 7 --json | jq '.steps[] | select(.status == "failed")'`,
+    )
+    .action(async (idText: string, flags: DatabaseFlags & { json?: boolean }) => {
+      const id = parseId(idText, 'workflow id');
+      await withDatabase(flags, async (ctx) => {
+        const wf = await getWorkflow(ctx.db, id);
+        if (!wf) throw new CliError(`workflow ${id} does not exist in schema "${ctx.schema}" (list them with: stepd list)`);
+        const view = buildStatusView(wf, await getWorkflowSteps(ctx.db, id));
+        if (flags.json) outJson(view);
+        else for (const line of renderStatus(view)) out(line);
+      });
+    });
+}

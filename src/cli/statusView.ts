@@ -1,0 +1,239 @@
+/**
+ * `stepd status`: a workflow and its step rows as JSON and as a readable tree. Pure: rows in,
+ * a view and lines out, so it is tested without a database.
+ *
+ * The tree follows the rows: top-level steps in creation order; the rows a fan-out created
+ * (fanout_id = the fork's row) nested under that fork, by branch or item (item_index), each
+ * branch's steps and retry attempts in order.
+ */
+import { compileFlow } from '../flow/validate.js';
+import type { StepKind } from '../flow/compiled.js';
+import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
+import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
+
+export interface StepView {
+  id: string;
+  name: string;
+  kind: StepKind | 'unknown';
+  tool: string | null;
+  status: StepStatus;
+  attempt: number;
+  /** The most attempts the step's retry policy allows, when the flow says. */
+  maxAttempts: number | null;
+  fanoutId: string | null;
+  itemIndex: number | null;
+  args: unknown;
+  result: unknown;
+  error: unknown;
+  createdAt: string;
+  readyAt: string | null;
+  startedAt: string | null;
+  completedAt: string | null;
+  durationMs: number | null;
+  expiresAt: string | null;
+  readiedBy: string | null;
+  readiedAt: string | null;
+  /** For a waiting gate: the command that approves it. */
+  approve?: string;
+}
+
+export interface WorkflowView {
+  id: string;
+  name: string;
+  status: WorkflowStatus;
+  createdBy: string | null;
+  key: string | null;
+  input: unknown;
+  output: unknown;
+  error: unknown;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  cancelledAt: string | null;
+  durationMs: number | null;
+  stepCount: number;
+}
+
+export interface StatusView {
+  workflow: WorkflowView;
+  steps: StepView[];
+  /** Gates waiting for someone to approve or reject them. */
+  waiting: { stepId: string; name: string; since: string; expiresAt: string | null; approve: string; reject: string }[];
+}
+
+const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
+
+export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = new Date()): StatusView {
+  const compiled = compileFlow(wf.flow);
+  const stepInfo = (name: string) => (compiled.ok ? compiled.flow.steps.get(name) : undefined);
+  const end = wf.completed_at ?? wf.cancelled_at ?? (wf.status === 'running' ? now : null);
+  const steps: StepView[] = rows.map((r) => {
+    const info = stepInfo(r.name);
+    const finished = r.status === 'done' || r.status === 'failed' || r.status === 'cancelled';
+    const view: StepView = {
+      id: String(r.id),
+      name: r.name,
+      kind: info?.kind ?? 'unknown',
+      tool: r.tool,
+      status: r.status,
+      attempt: r.attempt,
+      maxAttempts: info && info.kind === 'tool' ? info.retry.maxAttempts : null,
+      fanoutId: r.fanout_id === null ? null : String(r.fanout_id),
+      itemIndex: r.item_index,
+      args: r.args,
+      result: r.result,
+      error: r.error,
+      createdAt: iso(r.created_at)!,
+      readyAt: iso(r.ready_at),
+      startedAt: iso(r.started_at),
+      completedAt: iso(r.completed_at),
+      durationMs: between(r.started_at, finished ? r.completed_at : r.status === 'running' ? now : null) ?? null,
+      expiresAt: iso(r.expires_at),
+      readiedBy: r.readied_by,
+      readiedAt: iso(r.readied_at),
+    };
+    if (r.status === 'pending') view.approve = `stepd approve ${r.id}`;
+    return view;
+  });
+  return {
+    workflow: {
+      id: String(wf.id),
+      name: wf.name,
+      status: wf.status,
+      createdBy: wf.created_by,
+      key: wf.key,
+      input: wf.input,
+      output: wf.output,
+      error: wf.error,
+      createdAt: iso(wf.created_at)!,
+      startedAt: iso(wf.started_at),
+      completedAt: iso(wf.completed_at),
+      cancelledAt: iso(wf.cancelled_at),
+      durationMs: between(wf.started_at, end) ?? null,
+      stepCount: wf.step_count,
+    },
+    steps,
+    waiting: steps
+      .filter((s) => s.status === 'pending')
+      .map((s) => ({
+        stepId: s.id,
+        name: s.name,
+        since: s.createdAt,
+        expiresAt: s.expiresAt,
+        approve: `stepd approve ${s.id}`,
+        reject: `stepd approve ${s.id} --reject --reason "…"`,
+      })),
+  };
+}
+
+interface Node {
+  step: StepView;
+  /** Rows this step created as a fan-out, grouped by branch / item. */
+  branches: { index: number | null; steps: Node[] }[];
+}
+
+function buildTree(steps: StepView[]): Node[] {
+  const byFanout = new Map<string, StepView[]>();
+  for (const s of steps) {
+    if (s.fanoutId === null) continue;
+    const list = byFanout.get(s.fanoutId) ?? [];
+    list.push(s);
+    byFanout.set(s.fanoutId, list);
+  }
+  const known = new Set(steps.map((s) => s.id));
+  const node = (step: StepView): Node => {
+    const children = byFanout.get(step.id) ?? [];
+    const groups = new Map<number | null, StepView[]>();
+    for (const c of children) {
+      const list = groups.get(c.itemIndex) ?? [];
+      list.push(c);
+      groups.set(c.itemIndex, list);
+    }
+    const branches = [...groups.entries()]
+      .sort(([a], [b]) => (a ?? -1) - (b ?? -1))
+      .map(([index, list]) => ({ index, steps: list.map(node) }));
+    return { step, branches };
+  };
+  // Top level: rows outside any fan-out, and (defensively) rows whose fork row is missing.
+  return steps.filter((s) => s.fanoutId === null || !known.has(s.fanoutId)).map(node);
+}
+
+/** What a step row is doing, in a few words. */
+export function describeStep(s: StepView, now: Date = new Date()): string {
+  const dur = s.durationMs === null || s.kind === 'fork' ? '' : ` ${formatDuration(s.durationMs)}`;
+  const attempts = s.attempt > 1 || (s.status === 'failed' && s.maxAttempts !== null && s.maxAttempts > 1)
+    ? `  attempt ${s.attempt}${s.maxAttempts !== null ? `/${s.maxAttempts}` : ''}`
+    : '';
+  switch (s.status) {
+    case 'done':
+      if (s.kind === 'fork') return `done: ${describeFanout(s.result)}`;
+      return `done${dur}${attempts}`;
+    case 'failed':
+      return `failed${dur}${attempts}`;
+    case 'running':
+      return `running for${dur}${attempts}`;
+    case 'cancelled':
+      return `cancelled${attempts}`;
+    case 'pending': {
+      const since = formatDuration(between(s.createdAt, now) ?? 0);
+      const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
+      return `waiting for approval (${since}${expires}) → ${s.approve}`;
+    }
+    case 'ready': {
+      const wait = s.readyAt ? (between(now, s.readyAt) ?? 0) : 0;
+      if (wait <= 0) return `ready, waiting for an executor${attempts}`;
+      if (s.kind === 'timer') return `timer: wakes at ${formatClock(s.readyAt!)} (in ${formatDuration(wait)})`;
+      return `retry in ${formatDuration(wait)}${attempts}`;
+    }
+  }
+}
+
+function describeFanout(result: unknown): string {
+  const r = (result ?? {}) as { branches?: unknown; items?: unknown };
+  if (Array.isArray(r.branches)) return `fanned out to ${r.branches.length} branch(es)`;
+  if (Array.isArray(r.items)) return `fanned out over ${r.items.length} item(s)`;
+  return 'fanned out';
+}
+
+function label(s: StepView): string {
+  const what = s.kind === 'tool' || (s.kind === 'unknown' && s.tool) ? (s.tool ?? '') : s.kind === 'unknown' ? '' : s.kind;
+  return `${s.name}${what ? ` (${what})` : ''}  #${s.id}`;
+}
+
+/** The tree as text lines. */
+export function renderStatus(view: StatusView, now: Date = new Date()): string[] {
+  const wf = view.workflow;
+  const lines: string[] = [];
+  const took = wf.durationMs === null ? wf.status : wf.status === 'running' ? `running for ${formatDuration(wf.durationMs)}` : `${wf.status} in ${formatDuration(wf.durationMs)}`;
+  lines.push(`workflow ${wf.id} "${wf.name}": ${took}${wf.createdBy ? `  (as ${wf.createdBy})` : ''}`);
+  if (wf.error) {
+    lines.push(`  error: ${formatError(wf.error)}`);
+    const issues = (wf.error as { issues?: unknown }).issues;
+    if (Array.isArray(issues)) {
+      for (const i of issues as { path?: string; message?: string }[]) lines.push(`    ${i.path || '(flow)'}: ${i.message}`);
+    }
+  }
+  const walk = (nodes: Node[], prefix: string) => {
+    nodes.forEach((n, i) => {
+      const last = i === nodes.length - 1;
+      lines.push(`${prefix}${last ? '└─ ' : '├─ '}${label(n.step)}  ${describeStep(n.step, now)}`);
+      const inner = `${prefix}${last ? '   ' : '│  '}`;
+      if (n.step.error && n.step.status === 'failed') lines.push(`${inner}error: ${formatError(n.step.error)}`);
+      n.branches.forEach((b, bi) => {
+        const lastBranch = bi === n.branches.length - 1;
+        const tag = b.index === null ? 'branch' : n.step.kind === 'fork' && Array.isArray((n.step.result as { branches?: unknown } | null)?.branches)
+          ? `branch ${b.index}: ${String(((n.step.result as { branches: unknown[] }).branches)[b.index] ?? b.index)}`
+          : `item ${b.index}`;
+        lines.push(`${inner}${lastBranch ? '└─ ' : '├─ '}[${tag}]`);
+        walk(b.steps, `${inner}${lastBranch ? '   ' : '│  '}`);
+      });
+    });
+  };
+  if (view.steps.length === 0) lines.push(wf.status === 'new' ? '  (no steps yet: waiting for an executor to admit it)' : '  (no steps)');
+  walk(buildTree(view.steps), '');
+  if (wf.status === 'completed' && wf.output !== undefined) lines.push(`output: ${compactJson(wf.output, 500)}`);
+  for (const w of view.waiting) {
+    lines.push(`waiting: step ${w.stepId} (${w.name}) — approve: ${w.approve}   reject: ${w.reject}`);
+  }
+  return lines;
+}

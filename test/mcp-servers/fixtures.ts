@@ -1,0 +1,50 @@
+/**
+ * The test MCP servers as configured for stepd: a stdio server's config entry with its event
+ * log, and a uniform view of what each server recorded, so a test can ask "what reached the
+ * server" without caring how it is connected.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { StdioServerConfig } from '../../src/configFile.js';
+import { isAlive, readEvents, type LoggedEvent } from '../tools/helpers.js';
+import type { HttpMcpServer } from './http-server.js';
+import type { TestEvent } from './tools.js';
+
+export const STDIO_SERVER_FILE = fileURLToPath(new URL('./stdio-server.ts', import.meta.url));
+
+export interface StdioServerFixture {
+  /** The `mcpServers` entry: this Node running stdio-server.ts, logging to `logFile`. */
+  config: StdioServerConfig;
+  logFile: string;
+  events(): LoggedEvent[];
+  /** Process ids of every server process started so far (one per connection). */
+  pids(): number[];
+  /** True when none of the started server processes is alive any more. */
+  allExited(): boolean;
+}
+
+export function stdioServerFixture(env: Record<string, string> = {}): StdioServerFixture {
+  const logFile = join(mkdtempSync(join(tmpdir(), 'stepd-mcp-')), 'events.jsonl');
+  const config: StdioServerConfig = { command: process.execPath, args: [STDIO_SERVER_FILE], env: { ...env, STEPD_TEST_LOG: logFile } };
+  const events = () => readEvents(logFile);
+  const pids = () => events().filter((e) => e.event === 'start').map((e) => e.pid);
+  return { config, logFile, events, pids, allExited: () => pids().every((pid) => !isAlive(pid)) };
+}
+
+/** Calls of `tool` (every tool when omitted) recorded by a server. */
+export function callsOf(events: readonly TestEvent[], tool?: string): TestEvent[] {
+  return events.filter((e) => e.event === 'call' && (tool === undefined || e.tool === tool));
+}
+
+/** The recorded events of either kind of test server. */
+export function eventsOf(server: StdioServerFixture | HttpMcpServer): TestEvent[] {
+  return 'stats' in server ? server.stats.events : server.events();
+}
+
+/** The `_meta` a recorded call carried (empty when none). */
+export function metaOf(event: TestEvent): Record<string, unknown> {
+  const meta = event.meta;
+  return typeof meta === 'object' && meta !== null ? (meta as Record<string, unknown>) : {};
+}
