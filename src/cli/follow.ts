@@ -11,7 +11,7 @@ import { EventStream } from '../db/eventStream.js';
 import { findPendingStep, getStepTiming, getWorkflow } from '../db/reads.js';
 import type { WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
-import { CliError, EXIT, errorMessage, note, out, outJson, type ClientContext } from './common.js';
+import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, type ClientContext } from './common.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 
 const RECHECK_MS = 5_000;
@@ -128,21 +128,23 @@ export class Follower {
   private async handle(e: StepdEvent): Promise<void> {
     if (this.finished) return;
     const following = this.workflowId !== undefined;
+    // Lookups only add detail: when the database blips, print the event without it.
+    const optional = <T>(p: Promise<T>) => p.catch(() => undefined);
     if (TERMINAL_EVENTS.has(e.type)) {
-      const row = await getWorkflow(this.ctx.db, e.workflowId);
+      const row = await optional(getWorkflow(this.ctx.db, e.workflowId));
       if (following) return this.finish(e, row);
       this.print(e, row);
       return;
     }
     const enriched: StepdEvent = { ...e };
     if ((e.type === 'step.done' || e.type === 'step.failed') && enriched.durationMs === undefined && e.stepId) {
-      const timing = await getStepTiming(this.ctx.db, e.stepId);
+      const timing = await optional(getStepTiming(this.ctx.db, e.stepId));
       const ms = between(timing?.started_at, timing?.completed_at);
       if (ms !== undefined) enriched.durationMs = ms;
       if (enriched.itemIndex === undefined && typeof timing?.item_index === 'number') enriched.itemIndex = timing.item_index;
     }
     if (e.type === 'step.waiting' && !e.stepId && e.step) {
-      const gate = await findPendingStep(this.ctx.db, e.workflowId, e.step);
+      const gate = await optional(findPendingStep(this.ctx.db, e.workflowId, e.step));
       if (gate) enriched.stepId = String(gate.id);
     }
     this.print(enriched);
@@ -151,7 +153,14 @@ export class Follower {
   /** Reads the workflow row; if it has ended, finishes as if its last event had arrived. */
   private async checkRow(): Promise<void> {
     if (this.finished || this.workflowId === undefined) return;
-    const row = await getWorkflow(this.ctx.db, this.workflowId);
+    let row: WorkflowRow | undefined;
+    try {
+      row = await getWorkflow(this.ctx.db, this.workflowId);
+    } catch (err) {
+      // The next recheck or reconnect reads it again; the event stream gives up if the database stays away.
+      if (isConnectionError(err)) return note(`stepd: cannot read workflow ${this.workflowId} right now (${errorMessage(err)}); retrying`);
+      throw err;
+    }
     if (!row) throw new CliError(`workflow ${this.workflowId} does not exist in schema "${this.ctx.schema}"`);
     if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {
       const at = row.completed_at ?? row.cancelled_at ?? row.updated_at;

@@ -248,7 +248,8 @@ export class Executor {
     for (const row of rows) {
       const wf = infos.get(row.workflow_id);
       const step = wf?.flow.steps.get(row.name);
-      if (step && step.timeoutMs + this.opts.leaseGraceMs > leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
+      // The claim gives every step the default lease; steps with another timeout get their own.
+      if (step && step.timeoutMs + this.opts.leaseGraceMs !== leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
     }
     await extendLeasesIfRunning(this.pool, this.opts.executorId, longer);
     for (const row of rows) this.startTask(row, releases.get(row.id)!);
