@@ -30,7 +30,10 @@ export function registerTools(program: Command): void {
         if (flags.json) {
           process.stdout.write(`${JSON.stringify({ tools, failures }, null, 2)}\n`);
         } else {
-          for (const t of tools) process.stdout.write(`${t.name}${t.description ? `  — ${t.description}` : ''}\n`);
+          for (const t of tools) {
+            process.stdout.write(`${t.name}${t.description ? `  — ${t.description}` : ''}\n`);
+            if (t.inputSchema !== undefined) process.stdout.write(`    input: ${JSON.stringify(t.inputSchema)}\n`);
+          }
           for (const f of failures) process.stdout.write(`! ${f.server}: not reachable (${f.error})\n`);
         }
         if (failures.length > 0) process.exitCode = 1;

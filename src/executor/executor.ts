@@ -5,9 +5,11 @@
  * A failed iteration is logged and retried with backoff; it never kills the process.
  */
 import type pg from 'pg';
-import { createPool, type PoolOptions } from '../db/connect.js';
+import { createPool, withTransaction, type PoolOptions } from '../db/connect.js';
 import {
+  claimLockedSteps,
   claimReadySteps,
+  lockClaimCandidates,
   extendLeasesIfRunning,
   findRunningStepsOfExecutor,
   findStepsNoLongerRunning,
@@ -221,28 +223,33 @@ export class Executor {
 
   private async claimAndRun(free: number): Promise<number> {
     const leaseMs = DEFAULT_STEP_TIMEOUT_MS + this.opts.leaseGraceMs;
-    const saturated = this.deps.limits?.saturated() ?? { toolPatterns: [], users: [] };
-    const claimed = await claimReadySteps(this.pool, {
-      executorId: this.opts.executorId,
-      limit: free,
-      leaseMs,
-      skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
-      skipUsers: saturated.users,
-    });
-    if (claimed.length === 0) return 0;
-    // A batch may hold more steps of one limited tool or user than the limit has room for:
-    // those go straight back to ready, without spending an attempt.
-    const rows: ClaimedStep[] = [];
+    const limits = this.deps.limits;
     const releases = new Map<string, () => void>();
-    const heldBack: string[] = [];
-    for (const row of claimed) {
-      const release = this.deps.limits ? this.deps.limits.tryAcquire(row.tool, row.created_by) : () => {};
-      if (release) {
-        rows.push(row);
-        releases.set(row.id, release);
-      } else heldBack.push(row.id);
+    let rows: ClaimedStep[];
+    if (!limits || limits.unlimited) {
+      rows = await claimReadySteps(this.pool, { executorId: this.opts.executorId, limit: free, leaseMs });
+    } else {
+      // Only steps the limits have room for are claimed; the rest stay ready, untouched.
+      const saturated = limits.saturated();
+      rows = await withTransaction(this.pool, async (client) => {
+        const candidates = await lockClaimCandidates(client, {
+          limit: free,
+          skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
+          skipUsers: saturated.users,
+        });
+        for (const c of candidates) {
+          const release = limits.tryAcquire(c.tool, c.created_by);
+          if (release) releases.set(c.id, release);
+        }
+        try {
+          return await claimLockedSteps(client, { executorId: this.opts.executorId, ids: [...releases.keys()], leaseMs });
+        } catch (err) {
+          for (const release of releases.values()) release();
+          throw err;
+        }
+      });
     }
-    if (heldBack.length > 0) await releaseStepsIfRunning(this.pool, this.opts.executorId, heldBack);
+    if (rows.length === 0) return 0;
     const infos = await this.cache.load(this.pool, rows.map((r) => r.workflow_id));
     const longer: { id: string; leaseMs: number }[] = [];
     for (const row of rows) {
@@ -252,7 +259,7 @@ export class Executor {
       if (step && step.timeoutMs + this.opts.leaseGraceMs !== leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
     }
     await extendLeasesIfRunning(this.pool, this.opts.executorId, longer);
-    for (const row of rows) this.startTask(row, releases.get(row.id)!);
+    for (const row of rows) this.startTask(row, releases.get(row.id) ?? (() => {}));
     return rows.length;
   }
 

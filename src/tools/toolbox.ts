@@ -47,7 +47,7 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
 }
 
 /** How long the start-up report waits for a server before saying it did not answer (yet). */
-export const DEFAULT_PROBE_TIMEOUT_MS = 5_000;
+export const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
 
 /**
  * Connects to every MCP server once and logs whether it answered (start-up report). A server

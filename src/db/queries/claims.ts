@@ -1,0 +1,200 @@
+/**
+ * Claiming, leasing, finishing and handing back steps: the hot path, each guarded by state and owner.
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import type { ErrorData } from '../../errors.js';
+import type { StepRow, StepStatus } from '../tables.js';
+import { jsonParam, type Queryable } from './common.js';
+
+export type ClaimedStep = StepRow & { created_by: string | null };
+
+/** The hot path: claims up to `limit` ready steps in one statement, setting owner and lease. */
+export async function claimReadySteps(
+  db: Queryable,
+  opts: { executorId: string; limit: number; leaseMs: number },
+): Promise<ClaimedStep[]> {
+  const { rows } = await db.query<ClaimedStep>({
+    name: 'stepd_claim_ready_steps',
+    text: `WITH claimed AS (
+             UPDATE workflow_steps
+                SET status = 'running', started_at = now(), executor_id = $1,
+                    lease_until = now() + $3 * interval '1 millisecond'
+              WHERE id IN (SELECT id FROM workflow_steps
+                            WHERE status = 'ready' AND ready_at <= now()
+                            ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+          RETURNING *)
+           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`,
+    values: [opts.executorId, opts.limit, opts.leaseMs],
+  });
+  return rows;
+}
+
+export async function extendLeasesIfRunning(
+  db: Queryable,
+  executorId: string,
+  leases: { id: string; leaseMs: number }[],
+): Promise<void> {
+  if (leases.length === 0) return;
+  await db.query({
+    name: 'stepd_extend_leases_if_running',
+    text: `UPDATE workflow_steps s SET lease_until = now() + u.ms * interval '1 millisecond'
+             FROM unnest($2::bigint[], $3::bigint[]) AS u(id, ms)
+            WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1`,
+    values: [executorId, leases.map((l) => l.id), leases.map((l) => l.leaseMs)],
+  });
+}
+
+export interface FinishedStep {
+  id: string;
+  workflow_id: string;
+  name: string;
+  attempt: number;
+  fanout_id: string | null;
+  item_index: number | null;
+  args: unknown;
+  result: unknown;
+}
+
+const FINISH_SET = `status = $2, result = CASE WHEN $2 = 'done' THEN $3::jsonb ELSE result END,
+                    error = $4::jsonb, args = coalesce($5::jsonb, args), completed_at = now(),
+                    started_at = coalesce(started_at, now()), lease_until = NULL`;
+const FINISH_RETURNING = `RETURNING id, workflow_id, name, attempt, fanout_id, item_index, args, result`;
+
+export interface FinishValues {
+  id: string;
+  status: Extract<StepStatus, 'done' | 'failed'>;
+  result?: unknown;
+  error?: ErrorData;
+  args?: unknown;
+}
+
+function finishValues(v: FinishValues): unknown[] {
+  return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
+}
+
+/** Finishes a step this executor is running; a late or duplicate result finds no row. */
+export async function finishStepIfRunning(db: Queryable, executorId: string, v: FinishValues): Promise<FinishedStep | undefined> {
+  const { rows } = await db.query<FinishedStep>({
+    name: 'stepd_finish_step_if_running',
+    text: `UPDATE workflow_steps SET ${FINISH_SET}
+            WHERE id = $1 AND status = 'running' AND executor_id = $6 ${FINISH_RETURNING}`,
+    values: [...finishValues(v), executorId],
+  });
+  return rows[0];
+}
+
+/** The watchdog's finish: only a running step whose lease has run out. */
+export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
+  const { rows } = await db.query<FinishedStep>({
+    name: 'stepd_finish_step_if_lease_expired',
+    text: `UPDATE workflow_steps SET ${FINISH_SET}
+            WHERE id = $1 AND status = 'running' AND lease_until < now() ${FINISH_RETURNING}`,
+    values: finishValues(v),
+  });
+  return rows[0];
+}
+
+/** A gate's deadline passed: only a gate still pending past its expiry. */
+export async function finishGateIfExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
+  const { rows } = await db.query<FinishedStep>({
+    name: 'stepd_finish_gate_if_expired',
+    text: `UPDATE workflow_steps SET ${FINISH_SET}
+            WHERE id = $1 AND status = 'pending' AND expires_at < now() ${FINISH_RETURNING}`,
+    values: finishValues(v),
+  });
+  return rows[0];
+}
+
+/** Graceful shutdown: hands running steps back without spending an attempt. */
+export async function releaseStepsIfRunning(db: Queryable, executorId: string, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const { rowCount } = await db.query({
+    name: 'stepd_release_steps_if_running',
+    text: `UPDATE workflow_steps SET status = 'ready', ready_at = now(), started_at = NULL, lease_until = NULL, executor_id = NULL
+            WHERE id = ANY($2::bigint[]) AND status = 'running' AND executor_id = $1`,
+    values: [executorId, ids],
+  });
+  return rowCount ?? 0;
+}
+
+/** Of the given steps, those no longer running under this executor (cancelled, rescued). */
+export async function findStepsNoLongerRunning(db: Queryable, executorId: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_find_steps_no_longer_running',
+    text: `SELECT id FROM workflow_steps WHERE id = ANY($2::bigint[]) AND NOT (status = 'running' AND executor_id = $1)`,
+    values: [executorId, ids],
+  });
+  return rows.map((r) => r.id);
+}
+
+export async function findRunningStepsOfExecutor(db: Queryable, executorId: string): Promise<{ id: string; workflow_id: string }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string }>({
+    name: 'stepd_find_running_steps_of_executor',
+    text: `SELECT id, workflow_id FROM workflow_steps WHERE status = 'running' AND executor_id = $1`,
+    values: [executorId],
+  });
+  return rows;
+}
+
+export async function findExpiredLeases(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string }>({
+    name: 'stepd_find_expired_leases',
+    text: `SELECT id, workflow_id FROM workflow_steps WHERE status = 'running' AND lease_until < now() ORDER BY lease_until LIMIT $1`,
+    values: [limit],
+  });
+  return rows;
+}
+
+export async function findExpiredGates(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string; name: string }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
+    name: 'stepd_find_expired_gates',
+    text: `SELECT id, workflow_id, name FROM workflow_steps
+            WHERE status = 'pending' AND expires_at < now() ORDER BY expires_at LIMIT $1`,
+    values: [limit],
+  });
+  return rows;
+}
+
+/**
+ * With limits configured, claiming takes two statements in one transaction: lock candidate
+ * rows (skipping saturated tools and users), let the caller admit those its limits have room
+ * for, and claim only those. The others are never touched and stay ready where they were.
+ */
+export async function lockClaimCandidates(
+  db: Queryable,
+  opts: { limit: number; skipToolsLike: string[]; skipUsers: string[] },
+): Promise<{ id: string; tool: string | null; created_by: string | null }[]> {
+  const { rows } = await db.query<{ id: string; tool: string | null; created_by: string | null }>({
+    name: 'stepd_lock_claim_candidates',
+    text: `SELECT s.id, s.tool, w.created_by
+             FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+            WHERE s.status = 'ready' AND s.ready_at <= now()
+              AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
+              AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+            ORDER BY s.ready_at, s.id LIMIT $1
+              FOR UPDATE OF s SKIP LOCKED`,
+    values: [opts.limit, opts.skipToolsLike, opts.skipUsers],
+  });
+  return rows;
+}
+
+/** Claims steps this transaction has locked as candidates. */
+export async function claimLockedSteps(
+  db: Queryable,
+  opts: { executorId: string; ids: string[]; leaseMs: number },
+): Promise<ClaimedStep[]> {
+  if (opts.ids.length === 0) return [];
+  const { rows } = await db.query<ClaimedStep>({
+    name: 'stepd_claim_locked_steps',
+    text: `WITH claimed AS (
+             UPDATE workflow_steps
+                SET status = 'running', started_at = now(), executor_id = $1,
+                    lease_until = now() + $3 * interval '1 millisecond'
+              WHERE id = ANY($2::bigint[]) AND status = 'ready'
+          RETURNING *)
+           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`,
+    values: [opts.executorId, opts.ids, opts.leaseMs],
+  });
+  return rows;
+}

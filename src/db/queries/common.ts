@@ -1,0 +1,15 @@
+/**
+ * Shared pieces of the statement catalogue. Connections have search_path set to the stepd
+ * schema (see connect.ts), so statements use unqualified table names and are prepared once per
+ * connection (`name`). Values are always parameters; nothing builds SQL from input.
+ */
+
+export interface Queryable {
+  query<R = any>(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+/** JSON for a jsonb parameter: undefined → SQL NULL, anything else (even null) → its JSON text. */
+export function jsonParam(value: unknown): string | null {
+  return value === undefined ? null : JSON.stringify(value);
+}
+

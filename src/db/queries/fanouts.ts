@@ -1,0 +1,115 @@
+/**
+ * Fan-out bookkeeping: fork rows, live branches, outcomes for joins, cancelling.
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import type { ErrorData } from '../../errors.js';
+import type { StepRow, StepStatus } from '../tables.js';
+import { jsonParam, type Queryable } from './common.js';
+
+export type ForkRow = Pick<StepRow, 'id' | 'name' | 'args' | 'result' | 'fanout_id' | 'item_index'>;
+
+export async function getForkRow(db: Queryable, stepId: string): Promise<ForkRow | undefined> {
+  const { rows } = await db.query<ForkRow>({
+    name: 'stepd_get_fork_row',
+    text: `SELECT id, name, args, result, fanout_id, item_index FROM workflow_steps WHERE id = $1`,
+    values: [stepId],
+  });
+  return rows[0];
+}
+
+/**
+ * How many steps of a fan-out instance are live, and how many items have been started.
+ * `live` counts the whole subtree: a nested fork row is `done` as soon as it fans out, so the
+ * rows of its own branches (and theirs, at any depth) must hold the enclosing join back too.
+ */
+export async function getFanoutProgress(db: Queryable, forkId: string): Promise<{ live: number; started: number }> {
+  const { rows } = await db.query<{ live: number; started: number }>({
+    name: 'stepd_get_fanout_progress',
+    text: `WITH RECURSIVE tree AS (
+             SELECT id, status, item_index, true AS direct FROM workflow_steps WHERE fanout_id = $1
+             UNION ALL
+             SELECT s.id, s.status, s.item_index, false FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id)
+           SELECT count(*) FILTER (WHERE status IN ('pending', 'ready', 'running'))::int AS live,
+                  coalesce(max(item_index) FILTER (WHERE direct) + 1, 0)::int AS started
+             FROM tree`,
+    values: [forkId],
+  });
+  return rows[0] ?? { live: 0, started: 0 };
+}
+
+export interface FanoutOutcome {
+  id: string;
+  name: string;
+  item_index: number;
+  status: StepStatus;
+  result: unknown;
+  error: ErrorData | null;
+}
+
+/** The last row of each branch (item) of a fan-out instance, in item order. */
+export async function getFanoutOutcomes(db: Queryable, forkId: string): Promise<FanoutOutcome[]> {
+  const { rows } = await db.query<FanoutOutcome>({
+    name: 'stepd_get_fanout_outcomes',
+    text: `SELECT DISTINCT ON (item_index) id, name, item_index, status, result, error FROM workflow_steps
+            WHERE fanout_id = $1 ORDER BY item_index, id DESC`,
+    values: [forkId],
+  });
+  return rows;
+}
+
+export async function countLiveSteps(db: Queryable, workflowId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'stepd_count_live_steps',
+    text: `SELECT count(*)::int AS n FROM workflow_steps WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running')`,
+    values: [workflowId],
+  });
+  return rows[0]?.n ?? 0;
+}
+
+/** Cancels every live step of a workflow; returns the ids of those that were running. */
+export async function cancelLiveSteps(db: Queryable, workflowId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_cancel_live_steps',
+    text: `WITH live AS (
+             SELECT id, status FROM workflow_steps
+              WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE)
+           UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+             FROM live WHERE s.id = live.id
+           RETURNING s.id, live.status AS was`,
+    values: [workflowId],
+  });
+  return (rows as unknown as { id: string; was: string }[]).filter((r) => r.was === 'running').map((r) => r.id);
+}
+
+/**
+ * Cancels the live steps below a fork row (its branches and theirs, at any depth); returns the
+ * ids of those that were running.
+ */
+export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string; was: string }>({
+    name: 'stepd_cancel_live_steps_in_fanout',
+    text: `WITH RECURSIVE tree AS (
+             SELECT id, status FROM workflow_steps WHERE fanout_id = $1
+             UNION ALL
+             SELECT s.id, s.status FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id),
+           live AS (
+             SELECT s.id, s.status FROM workflow_steps s JOIN tree ON tree.id = s.id
+              WHERE s.status IN ('pending', 'ready', 'running') FOR UPDATE OF s)
+           UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+             FROM live WHERE s.id = live.id
+           RETURNING s.id, live.status AS was`,
+    values: [forkId],
+  });
+  return rows.filter((r) => r.was === 'running').map((r) => r.id);
+}
+
+/** A failFast fan-out failed: its fork row (done when it fanned out) records the branch's error. */
+export async function failForkRowIfDone(db: Queryable, forkId: string, error: ErrorData): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_fail_fork_row_if_done',
+    text: `UPDATE workflow_steps SET status = 'failed', error = $2::jsonb WHERE id = $1 AND status = 'done'`,
+    values: [forkId, jsonParam(error)],
+  });
+  return rowCount === 1;
+}
+

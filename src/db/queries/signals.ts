@@ -1,0 +1,23 @@
+/**
+ * NOTIFY and advisory locks.
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import { type Queryable } from './common.js';
+
+export async function notifyEvents(db: Queryable, channel: string, payloads: string[]): Promise<void> {
+  if (payloads.length === 0) return;
+  await db.query({
+    name: 'stepd_notify_events',
+    text: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+    values: [channel, payloads],
+  });
+}
+
+export async function tryAdvisoryLock(db: Queryable, key: string): Promise<boolean> {
+  const { rows } = await db.query<{ ok: boolean }>({
+    text: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok`,
+    values: [key],
+  });
+  return rows[0]?.ok === true;
+}
+

@@ -1,0 +1,137 @@
+/**
+ * Creating step rows and reading results for templates.
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import type { ErrorData } from '../../errors.js';
+import type { StepRow, StepStatus } from '../tables.js';
+import { jsonParam, type Queryable } from './common.js';
+
+export interface NewStep {
+  name: string;
+  tool: string | null;
+  args: unknown;
+  status: Extract<StepStatus, 'pending' | 'ready' | 'done' | 'failed'>;
+  attempt: number;
+  /** Claimable after this many ms (ready steps). */
+  readyInMs?: number;
+  /** Or at this instant (timers with `until`). */
+  readyAt?: Date;
+  fanoutId: string | null;
+  itemIndex: number | null;
+  /** Gates: expire after this many ms. */
+  expiresInMs?: number;
+  result?: unknown;
+  error?: ErrorData;
+}
+
+/** Inserts steps of one workflow in one statement and counts them against its budget. */
+export async function insertSteps(db: Queryable, workflowId: string, steps: NewStep[]): Promise<string[]> {
+  if (steps.length === 0) return [];
+  const col = <T>(f: (s: NewStep) => T) => steps.map(f);
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_insert_steps',
+    text: `WITH ins AS (
+             INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
+                                         expires_at, result, error, started_at, completed_at)
+             SELECT $1, u.name, u.tool, u.args, u.status, u.attempt,
+                    CASE WHEN u.status = 'ready' THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
+                    u.fanout_id, u.item_index,
+                    CASE WHEN u.expires_in IS NOT NULL THEN now() + u.expires_in * interval '1 millisecond' END,
+                    u.result, u.error,
+                    CASE WHEN u.status IN ('done', 'failed') THEN now() END,
+                    CASE WHEN u.status IN ('done', 'failed') THEN now() END
+               FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[], $8::timestamptz[],
+                           $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[])
+                    AS u(name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index, expires_in, result, error)
+             RETURNING id),
+           counted AS (UPDATE workflows SET step_count = step_count + (SELECT count(*) FROM ins) WHERE id = $1)
+           SELECT id FROM ins ORDER BY id`,
+    values: [
+      workflowId,
+      col((s) => s.name),
+      col((s) => s.tool),
+      col((s) => jsonParam(s.args)),
+      col((s) => s.status),
+      col((s) => s.attempt),
+      col((s) => (s.readyInMs === undefined ? null : Math.max(0, Math.round(s.readyInMs)))),
+      col((s) => s.readyAt ?? null),
+      col((s) => s.fanoutId),
+      col((s) => s.itemIndex),
+      col((s) => (s.expiresInMs === undefined ? null : Math.round(s.expiresInMs))),
+      col((s) => jsonParam(s.result)),
+      col((s) => jsonParam(s.error)),
+    ],
+  });
+  return rows.map((r) => r.id);
+}
+
+/** The latest done attempt of each named step: what `{{steps.NAME.result}}` reads. */
+export async function getLatestDoneResults(db: Queryable, workflowId: string, names: string[]): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  if (names.length === 0) return out;
+  const { rows } = await db.query<{ name: string; result: unknown }>({
+    name: 'stepd_get_latest_done_results',
+    text: `SELECT DISTINCT ON (name) name, result FROM workflow_steps
+            WHERE workflow_id = $1 AND name = ANY($2::text[]) AND status = 'done'
+            ORDER BY name, id DESC`,
+    values: [workflowId, names],
+  });
+  for (const r of rows) out.set(r.name, r.result);
+  return out;
+}
+
+/**
+ * The row created just before `beforeId` in the same chain (same fan-out instance and item):
+ * for an onError step, the failed attempt that routed there.
+ */
+export async function getPrecedingRowInChain(
+  db: Queryable,
+  v: { workflowId: string; fanoutId: string | null; itemIndex: number | null; beforeId: string },
+): Promise<Pick<StepRow, 'id' | 'name' | 'status' | 'attempt' | 'error'> | undefined> {
+  const { rows } = await db.query<Pick<StepRow, 'id' | 'name' | 'status' | 'attempt' | 'error'>>({
+    name: 'stepd_get_preceding_row_in_chain',
+    text: `SELECT id, name, status, attempt, error FROM workflow_steps
+            WHERE workflow_id = $1 AND fanout_id IS NOT DISTINCT FROM $2 AND item_index IS NOT DISTINCT FROM $3 AND id < $4
+            ORDER BY id DESC LIMIT 1`,
+    values: [v.workflowId, v.fanoutId, v.itemIndex, v.beforeId],
+  });
+  return rows[0];
+}
+
+/** A forEach item: the fork row that created it and its index there. */
+export interface ItemPosition {
+  forkId: string;
+  index: number;
+}
+
+/**
+ * Like getLatestDoneResults, for a reader inside forEach items (`items`, innermost first):
+ * each step's latest done row within the innermost of those items that has one (its subtree,
+ * nested fan-outs included), else the latest done row anywhere. So a step in item 3 reads item
+ * 3's rows, not the row of whichever item finished last.
+ */
+export async function getLatestDoneResultsInItems(
+  db: Queryable,
+  workflowId: string,
+  names: string[],
+  items: ItemPosition[],
+): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  if (names.length === 0) return out;
+  const { rows } = await db.query<{ name: string; result: unknown }>({
+    name: 'stepd_get_latest_done_results_in_items',
+    text: `WITH RECURSIVE item_rows AS (
+             SELECT s.id, p.k FROM unnest($3::bigint[], $4::int[]) WITH ORDINALITY AS p(fanout_id, item_index, k)
+               JOIN workflow_steps s ON s.fanout_id = p.fanout_id AND s.item_index = p.item_index
+             UNION ALL
+             SELECT c.id, item_rows.k FROM workflow_steps c JOIN item_rows ON c.fanout_id = item_rows.id),
+           ranked AS (SELECT id, min(k) AS k FROM item_rows GROUP BY id)
+           SELECT DISTINCT ON (s.name) s.name, s.result
+             FROM workflow_steps s LEFT JOIN ranked r ON r.id = s.id
+            WHERE s.workflow_id = $1 AND s.name = ANY($2::text[]) AND s.status = 'done'
+            ORDER BY s.name, r.k NULLS LAST, s.id DESC`,
+    values: [workflowId, names, items.map((i) => i.forkId), items.map((i) => i.index)],
+  });
+  for (const r of rows) out.set(r.name, r.result);
+  return out;
+}

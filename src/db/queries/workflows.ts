@@ -1,0 +1,83 @@
+/**
+ * Statements on workflows: admission, the row lock, terminal states, deadlines.
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import type { ErrorData } from '../../errors.js';
+import type { WorkflowRow } from '../tables.js';
+import { jsonParam, type Queryable } from './common.js';
+
+export type AdmittedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by' | 'step_count'>;
+
+/** Moves up to `limit` new workflows to running, skipping rows another executor holds. */
+export async function admitNewWorkflows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
+  const { rows } = await db.query<AdmittedWorkflow>({
+    name: 'stepd_admit_new_workflows',
+    text: `UPDATE workflows SET status = 'running', started_at = now()
+            WHERE id IN (SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+        RETURNING id, name, flow, input, created_by, step_count`,
+    values: [limit],
+  });
+  return rows;
+}
+
+export async function setWorkflowDeadline(db: Queryable, workflowId: string, timeoutMs: number): Promise<void> {
+  await db.query({
+    name: 'stepd_set_workflow_deadline',
+    text: `UPDATE workflows SET deadline_at = now() + $2 * interval '1 millisecond' WHERE id = $1`,
+    values: [workflowId, timeoutMs],
+  });
+}
+
+export type LockedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'input' | 'status' | 'created_by' | 'step_count'>;
+
+/** Locks the workflow row: every transition of one workflow runs under this lock. */
+export async function lockWorkflow(db: Queryable, workflowId: string): Promise<LockedWorkflow | undefined> {
+  const { rows } = await db.query<LockedWorkflow>({
+    name: 'stepd_lock_workflow',
+    text: `SELECT id, name, input, status, created_by, step_count FROM workflows WHERE id = $1 FOR UPDATE`,
+    values: [workflowId],
+  });
+  return rows[0];
+}
+
+export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
+
+export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Promise<WorkflowDefinition[]> {
+  const { rows } = await db.query<WorkflowDefinition>({
+    name: 'stepd_get_workflow_definitions',
+    text: `SELECT id, name, flow, input, created_by FROM workflows WHERE id = ANY($1::bigint[])`,
+    values: [ids],
+  });
+  return rows;
+}
+
+export async function completeWorkflowIfRunning(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_complete_workflow_if_running',
+    text: `UPDATE workflows SET status = 'completed', output = $2::jsonb, completed_at = now()
+            WHERE id = $1 AND status = 'running'`,
+    values: [workflowId, jsonParam(output ?? null)],
+  });
+  return rowCount === 1;
+}
+
+export async function failWorkflowIfActive(db: Queryable, workflowId: string, error: ErrorData): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_fail_workflow_if_active',
+    text: `UPDATE workflows SET status = 'failed', error = $2::jsonb, completed_at = now(),
+                  started_at = coalesce(started_at, now())
+            WHERE id = $1 AND status IN ('new', 'running')`,
+    values: [workflowId, jsonParam(error)],
+  });
+  return rowCount === 1;
+}
+
+export async function findOverdueWorkflows(db: Queryable, limit: number): Promise<{ id: string }[]> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_find_overdue_workflows',
+    text: `SELECT id FROM workflows WHERE status = 'running' AND deadline_at < now() ORDER BY deadline_at LIMIT $1`,
+    values: [limit],
+  });
+  return rows;
+}
+
