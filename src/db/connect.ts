@@ -24,16 +24,23 @@ export interface PoolOptions {
   role: 'executor' | 'client';
   max?: number;
   applicationName?: string;
+  /** false: silence the events the database itself announces (SET stepd.events = off). */
+  events?: boolean;
+}
+
+function connectionOptions(opts: PoolOptions): string {
+  const options = [`-c search_path=${opts.schema},public`];
+  if (opts.role === 'executor') options.push('-c stepd.executor=on');
+  if (opts.events === false) options.push('-c stepd.events=off');
+  return options.join(' ');
 }
 
 export function createPool(opts: PoolOptions): pg.Pool {
   assertSchemaName(opts.schema);
-  const options = [`-c search_path=${opts.schema},public`];
-  if (opts.role === 'executor') options.push('-c stepd.executor=on');
   const pool = new pg.Pool({
     connectionString: opts.url,
     max: opts.max ?? 10,
-    options: options.join(' '),
+    options: connectionOptions(opts),
     application_name: opts.applicationName ?? `stepd-${opts.role}`,
     connectionTimeoutMillis: 10_000,
   });
@@ -45,11 +52,9 @@ export function createPool(opts: PoolOptions): pg.Pool {
 /** A dedicated connection (LISTEN, session advisory locks), with the same settings as the pool. */
 export function createClient(opts: PoolOptions): pg.Client {
   assertSchemaName(opts.schema);
-  const options = [`-c search_path=${opts.schema},public`];
-  if (opts.role === 'executor') options.push('-c stepd.executor=on');
   return new pg.Client({
     connectionString: opts.url,
-    options: options.join(' '),
+    options: connectionOptions(opts),
     application_name: opts.applicationName ?? `stepd-${opts.role}-listener`,
     connectionTimeoutMillis: 10_000,
   });

@@ -95,7 +95,7 @@ export class Executor {
     private readonly opts: ExecutorOptions,
     private readonly deps: ExecutorDeps,
   ) {
-    const poolOpts: PoolOptions = { url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: opts.poolSize ?? Math.min(20, opts.concurrency + 2) };
+    const poolOpts: PoolOptions = { url: opts.databaseUrl, schema: opts.schema, role: 'executor', events: opts.emitEvents, max: opts.poolSize ?? Math.min(20, opts.concurrency + 2) };
     this.pool = createPool(poolOpts);
     this.tx = {
       pool: this.pool,
