@@ -29,6 +29,11 @@ export interface ExecutorProcess {
 
 const children = new Set<ExecutorProcess>();
 
+// Should the test worker go away before afterEach runs, its executors go with it.
+process.once('exit', () => {
+  for (const p of children) if (!p.hasExited()) p.child.kill('SIGKILL');
+});
+
 afterEach(async () => {
   const all = [...children];
   children.clear();
