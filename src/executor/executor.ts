@@ -13,6 +13,7 @@ import {
   extendLeasesIfRunning,
   findRunningStepsOfExecutor,
   findStepsNoLongerRunning,
+  notifyStepsReady,
   releaseStepsIfRunning,
   type ClaimedStep,
 } from '../db/queries.js';
@@ -356,6 +357,7 @@ export class Executor {
         return 0;
       });
       this.deps.log.info({ released }, 'handed running steps back as ready');
+      if (released > 0) await notifyStepsReady(this.pool, this.opts.schema).catch(() => {});
       await all();
     }
     await this.listener.close();

@@ -14,10 +14,11 @@ import {
   lockWorkflow,
   notifyEvents,
   setWorkflowDeadline,
+  type AdmittedWorkflow,
   type FinishValues,
   type FinishedStep,
 } from '../db/queries.js';
-import type { ErrorData } from '../errors.js';
+import { isRetryablePgError, type ErrorData } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { compileFlow } from '../flow/validate.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
@@ -108,34 +109,70 @@ function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData 
   return rest;
 }
 
-/** Admits up to `limit` new workflows: validates each flow and creates its first step. */
+/**
+ * Admits up to `limit` new workflows in one transaction: validates each flow and creates its
+ * first step. If the batch fails (a row the database refuses), each workflow is admitted in a
+ * transaction of its own and the one that fails is failed with `admission_failed`, so a bad row
+ * never stalls the others.
+ */
 export async function admitWorkflows(deps: TxDeps, limit: number): Promise<{ admitted: number; cancelledRunning: string[] }> {
-  return withTransaction(deps.pool, async (client) => {
-    const rows = await admitNewWorkflows(client, limit);
-    const events: string[] = [];
-    for (const row of rows) {
-      const compiled = compileFlow(row.flow);
-      if (!compiled.ok) {
-        const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
-        await failWorkflowIfActive(client, row.id, error);
-        deps.log.warn({ workflowId: row.id, workflow: row.name, issues: compiled.issues }, 'workflow rejected: invalid flow');
-        events.push(JSON.stringify({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() }));
-        continue;
+  try {
+    return await withTransaction(deps.pool, async (client) => {
+      const rows = await admitNewWorkflows(client, limit);
+      const events: string[] = [];
+      for (const row of rows) events.push(...(await admitOne(deps, client, row)));
+      if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
+      return { admitted: rows.length, cancelledRunning: [] };
+    });
+  } catch (err) {
+    if (isRetryablePgError(err)) throw err;
+    deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
+    let admitted = 0;
+    for (let i = 0; i < limit; i++) {
+      let current: AdmittedWorkflow | undefined;
+      try {
+        const n = await withTransaction(deps.pool, async (client) => {
+          const [row] = await admitNewWorkflows(client, 1);
+          if (!row) return 0;
+          current = row;
+          const events = await admitOne(deps, client, row);
+          if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
+          return 1;
+        });
+        if (n === 0) break;
+        admitted += n;
+      } catch (oneErr) {
+        if (!current || isRetryablePgError(oneErr)) throw oneErr;
+        const failed = current;
+        deps.cache.forget(failed.id);
+        const error = { code: 'admission_failed', message: `the database refused to start this workflow: ${(oneErr as Error).message}` };
+        await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, failed.id, error));
+        deps.log.error({ err: oneErr, workflowId: failed.id }, 'workflow could not be admitted');
       }
-      const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
-      deps.cache.put(wf);
-      if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
-      const advance = new Advance(client, { ...deps, emitEvents: false }, wf, row.step_count);
-      advance.event('workflow.started');
-      await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
-      await advance.flush();
-      if (advance.ended) deps.cache.forget(wf.id);
-      events.push(...advance.events.map((e) => JSON.stringify(e)));
-      deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
     }
-    if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
-    return { admitted: rows.length, cancelledRunning: [] };
-  });
+    return { admitted, cancelledRunning: [] };
+  }
+}
+
+/** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
+async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow): Promise<string[]> {
+  const compiled = compileFlow(row.flow);
+  if (!compiled.ok) {
+    const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
+    await failWorkflowIfActive(client, row.id, error);
+    deps.log.warn({ workflowId: row.id, workflow: row.name, issues: compiled.issues }, 'workflow rejected: invalid flow');
+    return [JSON.stringify({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() })];
+  }
+  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+  deps.cache.put(wf);
+  if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
+  const advance = new Advance(client, { ...deps, emitEvents: false }, wf, row.step_count);
+  advance.event('workflow.started');
+  await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
+  await advance.flush();
+  if (advance.ended) deps.cache.forget(wf.id);
+  deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
+  return advance.events.map((e) => JSON.stringify(e));
 }
 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */

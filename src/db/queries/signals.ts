@@ -21,3 +21,12 @@ export async function tryAdvisoryLock(db: Queryable, key: string): Promise<boole
   return rows[0]?.ok === true;
 }
 
+
+/** Tells every executor on this schema that steps became ready (the trigger is quiet for executors). */
+export async function notifyStepsReady(db: Queryable, schema: string): Promise<void> {
+  await db.query({
+    name: 'stepd_notify_steps_ready',
+    text: `SELECT pg_notify('stepd_wakeup', json_build_object('schema', $1::text, 'table', 'workflow_steps', 'id', 0, 'status', 'ready')::text)`,
+    values: [schema],
+  });
+}
