@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { runCeiling, type CeilingResult } from './bench/ceiling.js';
 import { describeEnvironment } from './bench/environment.js';
 import { computeFigures, type RunResult } from './bench/figures.js';
-import { sampleLoad } from './bench/machineLoad.js';
+import { isBusy, sampleLoad } from './bench/machineLoad.js';
 import { Cleanup } from './bench/pg.js';
 import { PGBOSS_CHAIN_WORK, PGBOSS_THROUGHPUT_WORK, runPgBoss } from './bench/pgboss.js';
 import { formatReport, writeResults } from './bench/report.js';
@@ -31,8 +31,8 @@ function progress(msg: string): void {
 async function oneRun(settings: BenchSettings, cleanup: Cleanup, run: number): Promise<RunResult> {
   const tag = `run ${run + 1}/${settings.runs}`;
   const before = await sampleLoad(settings.databaseUrl);
-  if (before.otherActive > 0 || before.loadAverage1m > 1) {
-    progress(`${tag}: the machine is busy (load ${before.loadAverage1m.toFixed(1)}, ${before.otherSessions} other PostgreSQL sessions): figures will suffer`);
+  if (isBusy(before)) {
+    progress(`${tag}: the machine is busy (${before.backgroundBusyPercent.toFixed(0)} % CPU used by others, ${before.otherActive} other active PostgreSQL sessions): figures will suffer`);
   }
   const stepd = await runStepdScenarios(settings, cleanup, (m) => progress(`${tag} stepd ${m}`));
   const ceiling: CeilingResult[] = [];

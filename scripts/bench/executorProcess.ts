@@ -39,14 +39,16 @@ export class ExecutorProcess {
   private readonly workDir: string;
   private readonly removeCleanup: () => Promise<void>;
 
-  constructor(opts: { url: string; schema: string; cleanup: Cleanup }) {
+  /** `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor). */
+  constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string }) {
     this.workDir = mkdtempSync(path.join(os.tmpdir(), 'stepd-bench-'));
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!SETTING_VARS.test(k)) env[k] = v;
     env.STEPD_LOG_LEVEL = 'warn';
+    const profile = opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(opts.profileDir)] : [];
     this.child = spawn(
       process.execPath,
-      [cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', 'bench'],
+      [...profile, cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', 'bench'],
       { cwd: this.workDir, env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.child.stderr!.setEncoding('utf8');
@@ -92,6 +94,16 @@ export class ExecutorProcess {
     const utime = Number(fields[11]);
     const stime = Number(fields[12]);
     return (utime + stime) / ticksPerSecond();
+  }
+
+  /**
+   * Write system calls the process has made so far (/proc/PID/io syscw). At log level warn the
+   * executor writes almost only to its PostgreSQL sockets, one write per query or pipelined
+   * batch, so the delta over a scenario approximates its database round trips.
+   */
+  writeSyscalls(): number {
+    const io = readFileSync(`/proc/${this.pid}/io`, 'utf8');
+    return Number(/^syscw:\s+(\d+)/m.exec(io)?.[1] ?? Number.NaN);
   }
 
   /** Peak and current resident set size, in MiB (VmHWM and VmRSS of /proc/PID/status). */

@@ -26,16 +26,25 @@ export interface ScenarioResources {
   executorCpuPercent: number;
   /** All cores busy, in % of the whole machine (everything: PostgreSQL, the harness, others). */
   machineBusyPercent: number;
+  /** The executor's write system calls during the scenario: about its database round trips. */
+  executorWrites: number;
 }
 
-/** Runs `fn`, measuring wall time, the executor's CPU (via `cpuSeconds`) and the machine's. */
-export async function withResources<T>(cpuSeconds: () => number, fn: () => Promise<T>): Promise<{ result: T; resources: ScenarioResources }> {
+export interface ProcessProbe {
+  cpuSeconds(): number;
+  writeSyscalls(): number;
+}
+
+/** Runs `fn`, measuring wall time, the executor's CPU and writes, and the machine's CPU. */
+export async function withResources<T>(proc: ProcessProbe, fn: () => Promise<T>): Promise<{ result: T; resources: ScenarioResources }> {
   const m0 = cpuSnapshot();
-  const c0 = cpuSeconds();
+  const c0 = proc.cpuSeconds();
+  const w0 = proc.writeSyscalls();
   const t0 = performance.now();
   const result = await fn();
   const wallMs = performance.now() - t0;
-  const c1 = cpuSeconds();
+  const c1 = proc.cpuSeconds();
+  const w1 = proc.writeSyscalls();
   const m1 = cpuSnapshot();
   const total = m1.total - m0.total;
   return {
@@ -44,12 +53,16 @@ export async function withResources<T>(cpuSeconds: () => number, fn: () => Promi
       wallMs,
       executorCpuPercent: ((c1 - c0) / (wallMs / 1000)) * 100,
       machineBusyPercent: total > 0 ? ((m1.busy - m0.busy) / total) * 100 : Number.NaN,
+      executorWrites: w1 - w0,
     },
   };
 }
 
 export interface LoadSample {
   at: string;
+  /** The machine's CPU use over one second while the benchmark itself does nothing, % of all cores. */
+  backgroundBusyPercent: number;
+  /** For information only: it still counts the benchmark's own previous minute. */
   loadAverage1m: number;
   /** Client sessions on the server that are not this benchmark's (any database). */
   otherSessions: number;
@@ -59,6 +72,10 @@ export interface LoadSample {
 
 /** Taken between runs, when neither the benchmark's executor nor pg-boss is connected. */
 export async function sampleLoad(url: string): Promise<LoadSample> {
+  const m0 = cpuSnapshot();
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const m1 = cpuSnapshot();
+  const backgroundBusyPercent = ((m1.busy - m0.busy) / Math.max(1, m1.total - m0.total)) * 100;
   const client = new pg.Client({ connectionString: url, application_name: 'stepd-bench' });
   await client.connect();
   try {
@@ -68,16 +85,20 @@ export async function sampleLoad(url: string): Promise<LoadSample> {
         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
           AND application_name NOT LIKE 'stepd-bench%'`,
     );
-    return { at: new Date().toISOString(), loadAverage1m: os.loadavg()[0]!, otherSessions: r.rows[0]!.sessions, otherActive: r.rows[0]!.active };
+    return { at: new Date().toISOString(), backgroundBusyPercent, loadAverage1m: os.loadavg()[0]!, otherSessions: r.rows[0]!.sessions, otherActive: r.rows[0]!.active };
   } finally {
     await client.end();
   }
 }
 
 /** A one-line warning when the machine was not quiet during the runs, else undefined. */
-export function busyWarning(samples: LoadSample[], cpus: number): string | undefined {
-  const maxLoad = Math.max(...samples.map((s) => s.loadAverage1m));
+export function isBusy(s: LoadSample): boolean {
+  return s.backgroundBusyPercent > 10 || s.otherActive > 0;
+}
+
+export function busyWarning(samples: LoadSample[]): string | undefined {
+  if (!samples.some(isBusy)) return undefined;
+  const maxBusy = Math.max(...samples.map((s) => s.backgroundBusyPercent));
   const maxOthers = Math.max(...samples.map((s) => s.otherSessions));
-  if (maxLoad <= cpus * 0.5 && maxOthers === 0) return undefined;
-  return `⚠ the machine was not quiet: load average up to ${maxLoad.toFixed(1)} on ${cpus} CPUs, up to ${maxOthers} other PostgreSQL session(s); figures are lower than on an idle machine`;
+  return `⚠ the machine was not quiet: up to ${maxBusy.toFixed(0)} % of its CPU busy with other work between runs, up to ${maxOthers} other PostgreSQL session(s); figures are lower than on an idle machine`;
 }

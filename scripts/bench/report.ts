@@ -55,6 +55,12 @@ export function formatReport(opts: {
   const s = settings.sizes;
   const pg = env.postgres;
   const scenarios = ['throughput', 'chain', 'fanout', 'wakeup'] as const;
+  /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
+  const stepsOf = (r: RunResult, k: (typeof scenarios)[number]): number | undefined =>
+    k === 'throughput' ? r.stepd.throughput?.steps
+      : k === 'chain' ? r.stepd.chain?.steps
+      : k === 'fanout' ? (r.stepd.fanout ? r.stepd.fanout.items + 2 : undefined)
+      : r.stepd.wakeup?.gates;
   const resourceRows = scenarios.map((k) => {
     const med = (get: (r: RunResult) => number | undefined, digits: number, unit: string) => {
       const v = spread(opts.runs.map(get)).median;
@@ -65,13 +71,22 @@ export function formatReport(opts: {
       med((r) => (r.stepd.resources[k]?.wallMs ?? Number.NaN) / 1000, 1, 's'),
       med((r) => r.stepd.resources[k]?.executorCpuPercent, 0, '%'),
       med((r) => r.stepd.resources[k]?.machineBusyPercent, 0, '%'),
+      med((r) => {
+        const res = r.stepd.resources[k];
+        const n = stepsOf(r, k);
+        return res && n ? (res.executorCpuPercent / 100) * res.wallMs / n : undefined;
+      }, 2, 'ms'),
+      med((r) => {
+        const n = stepsOf(r, k);
+        return n ? (r.stepd.resources[k]?.executorWrites ?? Number.NaN) / n : undefined;
+      }, 1, ''),
     ];
   });
-  const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]), env.machine.cpus);
+  const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]));
   const ceilingTool = opts.runs[0]?.ceiling[0]?.tool ?? 'n/a';
   const lines = [
     '',
-    `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}`,
+    `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}${settings.profileDir ? `  (BENCH_PROFILE: executor profiled into ${settings.profileDir}; figures not comparable)` : ''}`,
     `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}`,
     `  machine: ${env.machine.cpus} CPU (${env.machine.cpuModel}), ${env.machine.memoryGiB} GiB, Linux ${env.machine.kernel}; node ${env.node}; commit ${env.commit ?? 'unknown'}`,
     `  PostgreSQL ${pg.server_version}: synchronous_commit=${pg.synchronous_commit} fsync=${pg.fsync} shared_buffers=${pg.shared_buffers} max_connections=${pg.max_connections} work_mem=${pg.work_mem} jit=${pg.jit}`,
@@ -80,9 +95,10 @@ export function formatReport(opts: {
     table(['scenario', 'measure', 'median', 'min – max', '÷ ceiling', '÷ pg-boss', 'target', 'note'], rows),
     '',
     '  where the time went (medians): wall time of the scenario, the executor process\'s CPU (100 % = one core),',
-    `  and the whole machine's CPU (100 % = all ${env.machine.cpus} cores busy: PostgreSQL, the harness, anything else)`,
+    `  the whole machine's CPU (100 % = all ${env.machine.cpus} cores busy: PostgreSQL, the harness, anything else),`,
+    '  executor CPU per step, and executor write syscalls per step (≈ database round trips per step)',
     '',
-    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy'], resourceRows).replace(/^/gm, '  '),
+    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
     '',
     ...(warning ? [`  ${warning}`, ''] : []),
     ...opts.runs.flatMap((r, i) => r.stepd.errors.map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),

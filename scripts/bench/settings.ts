@@ -3,6 +3,8 @@
  *   BENCH_DATABASE_URL  PostgreSQL to use (default: the `test` database on 127.0.0.1:5432)
  *   BENCH_RUNS          how many times each scenario runs (default 3)
  *   BENCH_QUICK=1       reduced sizes, for a smoke test
+ *   BENCH_PROFILE=1     run the executor under `node --cpu-prof` (profiles in bench-results/profiles;
+ *                       a diagnostic: the figures of such a run are not comparable)
  */
 export interface BenchSizes {
   /** Scenario 1: single-step workflows inserted at once (pg-boss: as many no-op jobs). */
@@ -33,6 +35,8 @@ export interface BenchSettings {
   /** A scenario that has not finished by then is cut short and reported as such. */
   scenarioTimeoutMs: number;
   outDir: string;
+  /** Where the executor's CPU profiles go, when profiling. */
+  profileDir?: string;
 }
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -60,5 +64,6 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env): BenchSe
     ceilingClients: [1, 8],
     scenarioTimeoutMs: quick ? 60_000 : 120_000,
     outDir: 'bench-results',
+    ...(env.BENCH_PROFILE === '1' ? { profileDir: 'bench-results/profiles' } : {}),
   });
 }

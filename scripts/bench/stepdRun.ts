@@ -47,7 +47,7 @@ export async function runStepdScenarios(settings: BenchSettings, cleanup: Cleanu
   const out: StepdRunResult = { resources: {}, errors: [], executorLog: [] };
   try {
     await migrate({ url, schema });
-    const exec = (executor = new ExecutorProcess({ url, schema, cleanup }));
+    const exec = (executor = new ExecutorProcess({ url, schema, cleanup, ...(settings.profileDir ? { profileDir: settings.profileDir } : {}) }));
     const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
     await warmUp(ctx);
     const s = settings.sizes;
@@ -56,7 +56,7 @@ export async function runStepdScenarios(settings: BenchSettings, cleanup: Cleanu
       progress(what);
       try {
         exec.assertAlive();
-        const { result, resources } = await withResources(() => exec.cpuSeconds(), fn);
+        const { result, resources } = await withResources(exec, fn);
         out[key] = result as StepdRunResult[K];
         out.resources[key] = resources;
       } catch (err) {

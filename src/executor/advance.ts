@@ -9,24 +9,21 @@ import { getStep, type CompiledStep } from '../flow/compiled.js';
 import { resolveTemplates } from '../flow/templates.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
 import {
-  cancelLiveSteps,
   cancelLiveStepsInFanout,
-  completeWorkflowIfRunning,
-  countLiveSteps,
+  completeWorkflowIfNoLiveSteps,
+  endWorkflowCancellingLiveSteps,
   failForkRowIfDone,
-  failWorkflowIfActive,
   getFanoutOutcomes,
   getFanoutProgress,
   getForkRow,
   getPrecedingRowInChain,
-  insertSteps,
-  notifyEvents,
   type FanoutOutcome,
   type ForkRow,
   type NewStep,
   type Queryable,
 } from '../db/queries.js';
-import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
+import type { StepdEvent } from '../events.js';
+import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
 import type { WorkflowInfo } from './workflowCache.js';
 import { ScopeBuilder, forkItems } from './scope.js';
@@ -36,6 +33,8 @@ export interface AdvanceDeps {
   log: Logger;
   random: () => number;
   emitEvents: boolean;
+  /** Added to a step's timeout for the lease of a step claimed as it is created. */
+  leaseGraceMs: number;
 }
 
 /** Where a step sits: the fan-out row that created its branch and its item there. */
@@ -54,13 +53,11 @@ export interface Origin extends Position {
 
 export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } };
 
-/** State of one transaction on one workflow. Create one per transaction. */
+/**
+ * State of one workflow within one transaction. Writes go through the transaction's TxWriter,
+ * which several Advances (one per workflow) may share.
+ */
 export class Advance {
-  readonly events: StepdEvent[] = [];
-  /** Running steps cancelled by this transaction; the executor aborts their tools after commit. */
-  readonly cancelledRunning: string[] = [];
-  private readonly buffer: NewStep[] = [];
-  private stepCount: number;
   private finished = false;
   readonly scopes: ScopeBuilder;
 
@@ -68,9 +65,8 @@ export class Advance {
     private readonly db: Queryable,
     private readonly deps: AdvanceDeps,
     private readonly wf: WorkflowInfo,
-    stepCount: number,
+    private readonly writer: TxWriter,
   ) {
-    this.stepCount = stepCount;
     this.scopes = new ScopeBuilder(db, wf, () => this.flush());
   }
 
@@ -80,7 +76,7 @@ export class Advance {
   }
 
   event(type: StepdEvent['type'], extra: Partial<StepdEvent> = {}): void {
-    this.events.push({ type, schema: this.deps.schema, workflowId: this.wf.id, at: new Date().toISOString(), ...extra });
+    this.writer.event({ type, schema: this.deps.schema, workflowId: this.wf.id, at: new Date().toISOString(), ...extra });
   }
 
   /** Applies a step's outcome, already recorded on `origin`'s row. */
@@ -127,6 +123,7 @@ export class Advance {
       case 'retry':
         this.event('step.retrying', { stepId: origin.id, step: origin.name, attempt: origin.attempt + 1, retryInMs: decision.delayMs });
         return this.queue({
+          workflowId: this.wf.id,
           name: origin.name,
           tool: getStep(this.wf.flow, origin.name).tool,
           args: origin.args,
@@ -174,7 +171,7 @@ export class Advance {
     if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
     const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
     if (forkPos.fanoutId === null && forkStep.onError === undefined) return this.failWorkflow(error);
-    this.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, fork.id)));
+    this.writer.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, fork.id)));
     await failForkRowIfDone(this.db, fork.id, error);
     this.event('step.failed', { stepId: fork.id, step: fork.name, attempt: 1, error });
     if (forkStep.onError !== undefined) return this.createStep(forkStep.onError, forkPos, { error });
@@ -185,7 +182,7 @@ export class Advance {
   private async arrive(pos: Position, output: unknown): Promise<void> {
     if (pos.fanoutId === null) {
       await this.flush();
-      if ((await countLiveSteps(this.db, this.wf.id)) === 0) await this.completeWorkflow(output);
+      if (await completeWorkflowIfNoLiveSteps(this.db, this.wf.id, output)) this.ended_('completed');
       return;
     }
     const fork = await this.forkRow(pos.fanoutId);
@@ -253,7 +250,7 @@ export class Advance {
   async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; item?: unknown; index?: number }): Promise<void> {
     if (this.finished) return;
     const step = getStep(this.wf.flow, name);
-    if (this.stepCount + this.buffer.length + 1 > this.wf.flow.maxSteps) {
+    if (this.writer.stepCount(this.wf.id) + 1 > this.wf.flow.maxSteps) {
       return this.failWorkflow({
         code: 'step_limit',
         message: `workflow reached its step budget of ${this.wf.flow.maxSteps} step rows`,
@@ -261,7 +258,7 @@ export class Advance {
         details: { maxSteps: this.wf.flow.maxSteps },
       });
     }
-    const base = { name, tool: step.tool, attempt: 1, fanoutId: pos.fanoutId, itemIndex: pos.itemIndex };
+    const base = { workflowId: this.wf.id, name, tool: step.tool, attempt: 1, fanoutId: pos.fanoutId, itemIndex: pos.itemIndex };
     try {
       switch (step.kind) {
         case 'tool': {
@@ -279,16 +276,16 @@ export class Advance {
           const scope = await this.scopes.forStep(step, pos, extra);
           const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });
           const result = decision.kind === 'forEach' ? { items: decision.items } : decision.kind === 'parallel' ? { branches: decision.branches } : null;
-          const [id] = await this.insertNow({ ...base, args: null, status: 'done', result });
-          return this.apply(decision, { ...pos, id: id!, name, attempt: 1, args: null });
+          const id = await this.writer.insertNow({ ...base, args: null, status: 'done', result });
+          return this.apply(decision, { ...pos, id, name, attempt: 1, args: null });
         }
       }
     } catch (err) {
       if (!(err instanceof StepError)) throw err;
       // The step cannot even be created (a template names a missing value): it fails for good.
       const error: ErrorData = { ...err.toJSON(), step: name, retryable: false };
-      const [id] = await this.insertNow({ ...base, args: null, status: 'failed', error });
-      const origin: Origin = { ...pos, id: id!, name, attempt: 1, args: null };
+      const id = await this.writer.insertNow({ ...base, args: null, status: 'failed', error });
+      const origin: Origin = { ...pos, id, name, attempt: 1, args: null };
       this.event('step.failed', { stepId: origin.id, step: name, attempt: 1, error });
       return this.apply(resolveFailure(this.wf.flow, name, 1, error, this.deps.random()), origin);
     }
@@ -306,21 +303,26 @@ export class Advance {
   async completeWorkflow(output: unknown): Promise<void> {
     if (this.finished) return;
     await this.flush();
-    this.finished = true;
-    this.cancelledRunning.push(...(await cancelLiveSteps(this.db, this.wf.id)));
-    await completeWorkflowIfRunning(this.db, this.wf.id, output);
-    this.event('workflow.completed');
-    this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name }, 'workflow completed');
+    this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'completed', output })));
+    this.ended_('completed');
   }
 
   async failWorkflow(error: ErrorData): Promise<void> {
     if (this.finished) return;
-    this.buffer.length = 0;
+    this.writer.dropQueued(this.wf.id);
+    this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'failed', error })));
+    this.ended_('failed', error);
+  }
+
+  private ended_(status: 'completed' | 'failed', error?: ErrorData): void {
     this.finished = true;
-    this.cancelledRunning.push(...(await cancelLiveSteps(this.db, this.wf.id)));
-    await failWorkflowIfActive(this.db, this.wf.id, error);
-    this.event('workflow.failed', { error: { code: error.code, message: error.message } });
-    this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name, error }, 'workflow failed');
+    if (status === 'completed') {
+      this.event('workflow.completed');
+      this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name }, 'workflow completed');
+    } else {
+      this.event('workflow.failed', { error: { code: error!.code, message: error!.message } });
+      this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name, error }, 'workflow failed');
+    }
   }
 
   private async forkRow(id: string): Promise<ForkRow> {
@@ -331,27 +333,12 @@ export class Advance {
   }
 
   private async queue(step: NewStep): Promise<void> {
-    this.buffer.push(step);
+    const leaseMs = getStep(this.wf.flow, step.name).timeoutMs + this.deps.leaseGraceMs;
+    this.writer.queue(step, { user: this.wf.createdBy, leaseMs });
   }
 
-  private async insertNow(step: NewStep): Promise<string[]> {
-    await this.flush();
-    const ids = await insertSteps(this.db, this.wf.id, [step]);
-    this.stepCount += 1;
-    return ids;
-  }
-
-  /** Writes queued step rows (before anything reads the steps table, and at the end). */
+  /** Writes queued step rows (before anything reads the steps table). */
   async flush(): Promise<void> {
-    if (this.buffer.length === 0) return;
-    const rows = this.buffer.splice(0, this.buffer.length);
-    await insertSteps(this.db, this.wf.id, rows);
-    this.stepCount += rows.length;
-  }
-
-  /** Flushes and NOTIFYs events; call last, inside the transaction. */
-  async finish(): Promise<void> {
-    if (!this.finished) await this.flush();
-    if (this.deps.emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map((e) => JSON.stringify(e)));
+    await this.writer.flush();
   }
 }

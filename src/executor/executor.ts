@@ -26,7 +26,9 @@ import { toolPatternToLike } from '../tools/permissions.js';
 import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runStep, type StepPolicy } from './runStep.js';
-import { admitWorkflows, finishStep, type TxDeps, type TxResult } from './transactions.js';
+import { admitWorkflows, finishStep, finishSteps, type TxDeps, type TxResult } from './transactions.js';
+import { OutcomeQueue } from './outcomeQueue.js';
+import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
@@ -82,6 +84,7 @@ export class Executor {
   private readonly cache = new WorkflowCache();
   private readonly running = new Map<string, RunningTask>();
   private readonly tx: TxDeps;
+  private readonly outcomes: OutcomeQueue;
   private stopping = false;
   private started = false;
   private wakeResolve: (() => void) | undefined;
@@ -91,6 +94,8 @@ export class Executor {
   private loopDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAt: number | undefined;
 
   constructor(
     private readonly opts: ExecutorOptions,
@@ -106,7 +111,13 @@ export class Executor {
       log: deps.log,
       random: deps.random ?? Math.random,
       emitEvents: opts.emitEvents,
+      leaseGraceMs: opts.leaseGraceMs,
     };
+    this.outcomes = new OutcomeQueue({
+      record: (inputs) => finishSteps(this.tx, inputs, this.claimOnCreate(inputs.length)),
+      onResult: (r) => this.handleTx(r),
+      log: deps.log,
+    });
     this.listener = new Listener({
       pool: poolOpts,
       schema: opts.schema,
@@ -188,7 +199,10 @@ export class Executor {
         if (free > 0) {
           if (this.admitPending) {
             this.admitPending = false;
-            admitted = (await admitWorkflows(this.tx, this.opts.admitBatch)).admitted;
+            const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate(0));
+            admitted = r.admitted;
+            this.startClaimed(r.claimed);
+            if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
             if (admitted >= this.opts.admitBatch) this.admitPending = true;
           }
           claimed = await this.claimAndRun(free);
@@ -290,25 +304,62 @@ export class Executor {
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
-    for (let attempt = 1; ; attempt++) {
-      try {
-        this.handleTx(await finishStep(this.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome }));
-        return;
-      } catch (err) {
-        if (attempt >= 5 || this.stopping) {
-          // The lease will run out and the watchdog retries the step.
-          log.error({ err, stepId: row.id, workflowId: row.workflow_id }, 'could not record step outcome');
-          return;
-        }
-        log.warn({ err, stepId: row.id, attempt }, 'recording step outcome failed; retrying');
-        await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
-      }
+    await this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+  }
+
+  /**
+   * Lets a transaction that records `finishing` outcomes claim the steps it creates, up to the
+   * slots those outcomes free plus the ones already free (none while stopping).
+   */
+  private claimOnCreate(finishing: number): ClaimOnCreate | undefined {
+    if (this.stopping) return undefined;
+    const limits = this.deps.limits;
+    return {
+      executorId: this.opts.executorId,
+      slots: Math.max(0, this.opts.concurrency - this.running.size + finishing),
+      acquire: (tool, user) => (limits && !limits.unlimited ? limits.tryAcquire(tool, user) : () => {}),
+    };
+  }
+
+  private startClaimed(claimed: CreatedClaim[]): void {
+    for (const c of claimed) {
+      const s = c.step;
+      const row = {
+        id: c.id,
+        workflow_id: s.workflowId,
+        name: s.name,
+        tool: s.tool,
+        args: s.args,
+        attempt: s.attempt,
+        fanout_id: s.fanoutId,
+        item_index: s.itemIndex,
+        created_by: c.user,
+        result: null,
+        status: 'running',
+        executor_id: this.opts.executorId,
+      } as unknown as ClaimedStep;
+      this.startTask(row, c.release);
     }
   }
 
   private handleTx(r: TxResult): void {
     for (const id of r.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
+    this.startClaimed(r.claimed);
     if (r.createdWork) this.wake();
+    if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
+  }
+
+  /** Wakes the claim loop when a step created with a delay becomes ready (not at the next poll). */
+  private wakeIn(ms: number): void {
+    if (this.stopping || ms >= this.opts.pollIntervalMs) return;
+    const at = Date.now() + ms;
+    if (this.wakeAt !== undefined && this.wakeAt <= at) return;
+    clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeAt = undefined;
+      this.wake();
+    }, ms + 1);
   }
 
   private scheduleWatchdog(delay: number): void {
@@ -338,6 +389,7 @@ export class Executor {
     this.stopping = true;
     this.wake();
     clearTimeout(this.watchdogTimer);
+    clearTimeout(this.wakeTimer);
     await this.loopDone;
     await this.watchdogRun;
     const grace = options.graceMs ?? this.opts.shutdownGraceMs;

@@ -1,17 +1,20 @@
 /**
- * The executor's transactions. Each locks the workflow row first, so the transitions of one
- * workflow are serialized even across executors, then lets Advance decide and write.
+ * The executor's transactions. Each locks the workflow rows it touches first (in id order, so
+ * concurrent batches never deadlock), which serializes the transitions of one workflow even
+ * across executors; then Advance decides and writes through one shared TxWriter.
+ *
+ * Outcomes are recorded in batches: many finished steps, one transaction, one commit.
  */
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
 import {
   admitNewWorkflows,
-  cancelLiveSteps,
+  endWorkflowCancellingLiveSteps,
   failWorkflowIfActive,
   finishGateIfExpired,
   finishStepIfLeaseExpired,
-  finishStepIfRunning,
-  lockWorkflow,
+  finishStepsIfRunning,
+  lockWorkflows,
   notifyEvents,
   setWorkflowDeadline,
   type AdmittedWorkflow,
@@ -22,6 +25,7 @@ import { isRetryablePgError, type ErrorData } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { compileFlow } from '../flow/validate.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
+import { TxWriter, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
 import type { WorkflowCache, WorkflowInfo } from './workflowCache.js';
 
 export interface TxDeps extends AdvanceDeps {
@@ -33,11 +37,17 @@ export interface TxDeps extends AdvanceDeps {
 export interface TxResult {
   /** Running steps this transaction cancelled; abort their tools. */
   cancelledRunning: string[];
-  /** Whether the outcome was recorded (false: the step was no longer ours — a late result). */
-  recorded: boolean;
-  /** Whether this transaction created ready work (wake the claim loop). */
+  /** Steps whose outcome was recorded (the others were no longer ours: late results). */
+  recorded: Set<string>;
+  /** Whether this transaction created steps ready now for the claim loop (wake it). */
   createdWork: boolean;
+  /** The soonest a step it created with a delay (retry backoff, timer) becomes ready. */
+  readyInMs?: number;
+  /** Steps created already claimed by this executor: start them now. */
+  claimed: CreatedClaim[];
 }
+
+const EMPTY: TxResult = { cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] };
 
 export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
 
@@ -56,52 +66,111 @@ function isUnstorableJson(err: unknown): boolean {
 }
 
 /**
- * Records `outcome` for a step (fenced by `guard`) and advances its workflow. An outcome
- * PostgreSQL cannot store (a tool result with a NUL character) fails the attempt with
- * `invalid_result` instead of leaving the step running until its lease runs out.
+ * Records the outcomes (each fenced by its guard) and advances their workflows, in one
+ * transaction. If the batch fails for a reason other than a lost connection, each outcome is
+ * recorded on its own, so one bad outcome never holds the others back; an outcome PostgreSQL
+ * cannot store (a NUL character in a result) fails its attempt with `invalid_result`.
  */
-export async function finishStep(deps: TxDeps, input: FinishInput): Promise<TxResult> {
+export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  if (inputs.length === 0) return EMPTY;
   try {
-    return await finishStepOnce(deps, input);
+    return await finishBatch(deps, inputs, claim);
   } catch (err) {
+    if (isRetryablePgError(err)) throw err;
+    if (inputs.length > 1) {
+      deps.log.warn({ err, count: inputs.length }, 'recording a batch of outcomes failed; recording them one by one');
+      const merged: TxResult = { cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] };
+      for (const input of inputs) {
+        const r = await finishSteps(deps, [input], claim);
+        merged.cancelledRunning.push(...r.cancelledRunning);
+        for (const id of r.recorded) merged.recorded.add(id);
+        merged.createdWork ||= r.createdWork;
+        merged.claimed.push(...r.claimed);
+        if (r.readyInMs !== undefined) merged.readyInMs = Math.min(merged.readyInMs ?? Infinity, r.readyInMs);
+      }
+      return merged;
+    }
+    const input = inputs[0]!;
     if (!isUnstorableJson(err)) throw err;
     deps.log.warn({ err, workflowId: input.workflowId, stepId: input.stepId }, 'step outcome cannot be stored; failing the step');
-    const error = {
-      code: 'invalid_result',
-      message: `the step's outcome cannot be stored as PostgreSQL JSON: ${(err as Error).message}`,
-      retryable: false,
-    };
-    return finishStepOnce(deps, { stepId: input.stepId, workflowId: input.workflowId, guard: input.guard, outcome: { status: 'failed', error } });
+    const error = { code: 'invalid_result', message: `the step's outcome cannot be stored as PostgreSQL JSON: ${(err as Error).message}`, retryable: false };
+    return finishBatch(deps, [{ stepId: input.stepId, workflowId: input.workflowId, guard: input.guard, outcome: { status: 'failed', error } }], claim);
   }
 }
 
-async function finishStepOnce(deps: TxDeps, input: FinishInput): Promise<TxResult> {
-  return withTransaction(deps.pool, async (client) => {
-    const locked = await lockWorkflow(client, input.workflowId);
-    if (!locked || locked.status !== 'running') return { cancelledRunning: [], recorded: false, createdWork: false };
-    const wf = (await deps.cache.load(client, [input.workflowId])).get(input.workflowId);
-    if (!wf) return { cancelledRunning: [], recorded: false, createdWork: false };
+/** Records one outcome: the watchdog's and recovery's entry point. */
+export function finishStep(deps: TxDeps, input: FinishInput): Promise<TxResult> {
+  return finishSteps(deps, [input]);
+}
 
-    const values: FinishValues =
-      input.outcome.status === 'done'
-        ? { id: input.stepId, status: 'done', result: input.outcome.result }
-        : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
-    if (input.args !== undefined) values.args = input.args;
-    let finished: FinishedStep | undefined;
-    if (input.guard === 'running') finished = await finishStepIfRunning(client, deps.executorId, values);
-    else if (input.guard === 'lease-expired') finished = await finishStepIfLeaseExpired(client, values);
-    else finished = await finishGateIfExpired(client, values);
-    if (!finished) return { cancelledRunning: [], recorded: false, createdWork: false };
+function finishValues(input: FinishInput): FinishValues {
+  const values: FinishValues =
+    input.outcome.status === 'done'
+      ? { id: input.stepId, status: 'done', result: input.outcome.result }
+      : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
+  if (input.args !== undefined) values.args = input.args;
+  return values;
+}
 
-    const advance = new Advance(client, deps, wf, locked.step_count);
-    await advance.afterOutcome(
-      { id: finished.id, name: finished.name, attempt: finished.attempt, args: finished.args, fanoutId: finished.fanout_id, itemIndex: finished.item_index },
-      input.outcome,
-    );
-    await advance.finish();
-    if (advance.ended) deps.cache.forget(wf.id);
-    return { cancelledRunning: advance.cancelledRunning, recorded: true, createdWork: !advance.ended };
-  });
+async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  let writer: TxWriter | undefined;
+  const slotsBefore = claim?.slots;
+  try {
+    return await withTransaction(deps.pool, async (client) => {
+      const w = new TxWriter(client, deps.schema, claim);
+      writer = w;
+      const sorted = [...inputs].sort((a, b) => Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId)));
+      const locked = await lockWorkflows(client, [...new Set(sorted.map((i) => i.workflowId))]);
+      const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
+      if (runningIds.length === 0) return EMPTY;
+      for (const l of locked) w.setStepCount(l.id, l.step_count);
+      const infos = await deps.cache.load(client, runningIds);
+      const live = sorted.filter((i) => infos.has(i.workflowId));
+
+      // The first outcome of each workflow is recorded for all workflows in one statement. A
+      // further outcome of the same workflow is recorded only when its turn comes: until then its
+      // step must still count as live, or a join could be created before its branch moved on.
+      const finished = new Map<string, FinishedStep>();
+      const seen = new Set<string>();
+      const first = live.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
+      for (const row of await finishStepsIfRunning(client, deps.executorId, first.map(finishValues))) finished.set(row.id, row);
+      const firstIds = new Set(first.map((i) => i.stepId));
+      const finishLater = async (i: FinishInput): Promise<FinishedStep | undefined> => {
+        if (i.guard === 'running') return (await finishStepsIfRunning(client, deps.executorId, [finishValues(i)]))[0];
+        if (i.guard === 'lease-expired') return finishStepIfLeaseExpired(client, finishValues(i));
+        return finishGateIfExpired(client, finishValues(i));
+      };
+
+      const advances = new Map<string, Advance>();
+      for (const i of live) {
+        if (!firstIds.has(i.stepId)) {
+          const later = await finishLater(i);
+          if (later) finished.set(later.id, later);
+        }
+        const row = finished.get(i.stepId);
+        if (!row) continue;
+        let advance = advances.get(i.workflowId);
+        if (!advance) advances.set(i.workflowId, (advance = new Advance(client, deps, infos.get(i.workflowId)!, w)));
+        await advance.afterOutcome(
+          { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index },
+          i.outcome,
+        );
+      }
+      await w.finish(deps.emitEvents);
+      for (const [id, a] of advances) if (a.ended) deps.cache.forget(id);
+      return {
+        cancelledRunning: w.cancelledRunning,
+        recorded: new Set(finished.keys()),
+        createdWork: w.readyNow,
+        claimed: w.claimed,
+        ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+      };
+    });
+  } catch (err) {
+    writer?.releaseClaims();
+    if (claim && slotsBefore !== undefined) claim.slots = slotsBefore;
+    throw err;
+  }
 }
 
 function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData {
@@ -115,74 +184,92 @@ function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData 
  * transaction of its own and the one that fails is failed with `admission_failed`, so a bad row
  * never stalls the others.
  */
-export async function admitWorkflows(deps: TxDeps, limit: number): Promise<{ admitted: number; cancelledRunning: string[] }> {
+export async function admitWorkflows(
+  deps: TxDeps,
+  limit: number,
+  claim?: ClaimOnCreate,
+): Promise<{ admitted: number; claimed: CreatedClaim[]; readyInMs?: number }> {
   try {
-    return await withTransaction(deps.pool, async (client) => {
-      const rows = await admitNewWorkflows(client, limit);
-      const events: string[] = [];
-      for (const row of rows) events.push(...(await admitOne(deps, client, row)));
-      if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
-      return { admitted: rows.length, cancelledRunning: [] };
-    });
+    return await admitBatch(deps, limit, claim);
   } catch (err) {
     if (isRetryablePgError(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
-    let admitted = 0;
+    const out = { admitted: 0, claimed: [] as CreatedClaim[] };
     for (let i = 0; i < limit; i++) {
       let current: AdmittedWorkflow | undefined;
       try {
-        const n = await withTransaction(deps.pool, async (client) => {
-          const [row] = await admitNewWorkflows(client, 1);
-          if (!row) return 0;
-          current = row;
-          const events = await admitOne(deps, client, row);
-          if (deps.emitEvents) await notifyEvents(client, EVENTS_CHANNEL, events);
-          return 1;
-        });
-        if (n === 0) break;
-        admitted += n;
+        const r = await admitBatch(deps, 1, claim, (row) => (current = row));
+        if (r.admitted === 0) break;
+        out.admitted += r.admitted;
+        out.claimed.push(...r.claimed);
       } catch (oneErr) {
         if (!current || isRetryablePgError(oneErr)) throw oneErr;
-        const failed = current;
+        const failed: AdmittedWorkflow = current;
         deps.cache.forget(failed.id);
         const error = { code: 'admission_failed', message: `the database refused to start this workflow: ${(oneErr as Error).message}` };
         await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, failed.id, error));
         deps.log.error({ err: oneErr, workflowId: failed.id }, 'workflow could not be admitted');
       }
     }
-    return { admitted, cancelledRunning: [] };
+    return out;
+  }
+}
+
+async function admitBatch(
+  deps: TxDeps,
+  limit: number,
+  claim: ClaimOnCreate | undefined,
+  onRow?: (row: AdmittedWorkflow) => void,
+): Promise<{ admitted: number; claimed: CreatedClaim[]; readyInMs?: number }> {
+  let writer: TxWriter | undefined;
+  const slotsBefore = claim?.slots;
+  try {
+    return await withTransaction(deps.pool, async (client) => {
+      const w = new TxWriter(client, deps.schema, claim);
+      writer = w;
+      const rows = await admitNewWorkflows(client, limit);
+      for (const row of rows) {
+        onRow?.(row);
+        await admitOne(deps, client, row, w);
+      }
+      await w.finish(deps.emitEvents);
+      return { admitted: rows.length, claimed: w.claimed, ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}) };
+    });
+  } catch (err) {
+    writer?.releaseClaims();
+    if (claim && slotsBefore !== undefined) claim.slots = slotsBefore;
+    throw err;
   }
 }
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
-async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow): Promise<string[]> {
+async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow, w: TxWriter): Promise<void> {
   const compiled = compileFlow(row.flow);
   if (!compiled.ok) {
     const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
     await failWorkflowIfActive(client, row.id, error);
     deps.log.warn({ workflowId: row.id, workflow: row.name, issues: compiled.issues }, 'workflow rejected: invalid flow');
-    return [JSON.stringify({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() })];
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return;
   }
   const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
   deps.cache.put(wf);
+  w.setStepCount(row.id, row.step_count);
   if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
-  const advance = new Advance(client, { ...deps, emitEvents: false }, wf, row.step_count);
+  const advance = new Advance(client, deps, wf, w);
   advance.event('workflow.started');
   await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
-  await advance.flush();
   if (advance.ended) deps.cache.forget(wf.id);
   deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
-  return advance.events.map((e) => JSON.stringify(e));
 }
 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */
 export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Promise<TxResult> {
   return withTransaction(deps.pool, async (client) => {
-    const locked = await lockWorkflow(client, workflowId);
-    if (!locked || locked.status !== 'running') return { cancelledRunning: [], recorded: false, createdWork: false };
-    const cancelledRunning = await cancelLiveSteps(client, workflowId);
+    const [locked] = await lockWorkflows(client, [workflowId]);
+    if (!locked || locked.status !== 'running') return EMPTY;
     const error = { code: 'deadline', message: 'workflow ran past its timeout' };
-    await failWorkflowIfActive(client, workflowId, error);
+    const cancelledRunning = await endWorkflowCancellingLiveSteps(client, workflowId, { status: 'failed', error });
     deps.cache.forget(workflowId);
     if (deps.emitEvents) {
       await notifyEvents(client, EVENTS_CHANNEL, [
@@ -190,6 +277,6 @@ export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Pro
       ]);
     }
     deps.log.info({ workflowId, error }, 'workflow failed');
-    return { cancelledRunning, recorded: true, createdWork: false };
+    return { ...EMPTY, cancelledRunning, recorded: new Set([workflowId]) };
   });
 }

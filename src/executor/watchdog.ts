@@ -38,7 +38,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
       error: { code: 'lost', message: 'the executor running this step stopped answering before its lease ran out', retryable: true },
     };
     const r = await finishStep(deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'lease-expired', outcome });
-    if (r.recorded) {
+    if (r.recorded.has(row.id)) {
       report.lost++;
       deps.log.warn({ workflowId: row.workflow_id, stepId: row.id }, 'step lease expired; rescued');
     }
@@ -56,7 +56,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
           ? { status: 'failed', error: { code: 'rejected', message: 'rejected: the approval timed out', retryable: false, details: { timedOut: true } } }
           : { status: 'failed', error: { code: 'gate_timeout', message: 'nobody approved the gate before its timeout', retryable: false } };
     const r = await finishStep(deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'gate-expired', outcome });
-    if (r.recorded) {
+    if (r.recorded.has(row.id)) {
       report.gatesExpired++;
       deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
     }
@@ -65,7 +65,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
 
   for (const row of await findOverdueWorkflows(pool, batch)) {
     const r = await failOverdueWorkflow(deps.tx, row.id);
-    if (r.recorded) report.overdue++;
+    if (r.recorded.size > 0) report.overdue++;
     deps.onResult(r);
   }
   return report;

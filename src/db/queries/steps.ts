@@ -7,10 +7,12 @@ import type { StepRow, StepStatus } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
 
 export interface NewStep {
+  workflowId: string;
   name: string;
   tool: string | null;
   args: unknown;
-  status: Extract<StepStatus, 'pending' | 'ready' | 'done' | 'failed'>;
+  /** `running`: claimed by `executorId` in the same transaction that creates it. */
+  status: Extract<StepStatus, 'pending' | 'ready' | 'running' | 'done' | 'failed'>;
   attempt: number;
   /** Claimable after this many ms (ready steps). */
   readyInMs?: number;
@@ -22,32 +24,49 @@ export interface NewStep {
   expiresInMs?: number;
   result?: unknown;
   error?: ErrorData;
+  /** Running steps: the owner and the lease. */
+  executorId?: string;
+  leaseMs?: number;
 }
 
-/** Inserts steps of one workflow in one statement and counts them against its budget. */
-export async function insertSteps(db: Queryable, workflowId: string, steps: NewStep[]): Promise<string[]> {
+/**
+ * Inserts step rows (of any number of workflows) in one statement and counts them against
+ * each workflow's budget. Returns the new ids in input order: rows are inserted in ordinal
+ * order, so their identity values ascend with it.
+ */
+export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<string[]> {
   if (steps.length === 0) return [];
   const col = <T>(f: (s: NewStep) => T) => steps.map(f);
   const { rows } = await db.query<{ id: string }>({
     name: 'stepd_insert_steps',
     text: `WITH ins AS (
              INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
-                                         expires_at, result, error, started_at, completed_at)
-             SELECT $1, u.name, u.tool, u.args, u.status, u.attempt,
-                    CASE WHEN u.status = 'ready' THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
+                                         expires_at, result, error, started_at, completed_at, executor_id, lease_until)
+             SELECT u.workflow_id, u.name, u.tool, u.args, u.status, u.attempt,
+                    CASE WHEN u.status IN ('ready', 'running')
+                         THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
                     u.fanout_id, u.item_index,
                     CASE WHEN u.expires_in IS NOT NULL THEN now() + u.expires_in * interval '1 millisecond' END,
                     u.result, u.error,
+                    CASE WHEN u.status IN ('done', 'failed', 'running') THEN now() END,
                     CASE WHEN u.status IN ('done', 'failed') THEN now() END,
-                    CASE WHEN u.status IN ('done', 'failed') THEN now() END
-               FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[], $8::timestamptz[],
-                           $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[])
-                    AS u(name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index, expires_in, result, error)
-             RETURNING id),
-           counted AS (UPDATE workflows SET step_count = step_count + (SELECT count(*) FROM ins) WHERE id = $1)
+                    u.executor_id,
+                    CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END
+               FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[],
+                           $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[],
+                           $14::text[], $15::bigint[])
+                    WITH ORDINALITY
+                    AS u(workflow_id, name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index,
+                         expires_in, result, error, executor_id, lease_ms, ord)
+              ORDER BY u.ord
+             RETURNING id, workflow_id),
+           counted AS (
+             UPDATE workflows w SET step_count = w.step_count + c.n
+               FROM (SELECT workflow_id, count(*) AS n FROM ins GROUP BY workflow_id) c
+              WHERE w.id = c.workflow_id)
            SELECT id FROM ins ORDER BY id`,
     values: [
-      workflowId,
+      col((s) => s.workflowId),
       col((s) => s.name),
       col((s) => s.tool),
       col((s) => jsonParam(s.args)),
@@ -60,6 +79,8 @@ export async function insertSteps(db: Queryable, workflowId: string, steps: NewS
       col((s) => (s.expiresInMs === undefined ? null : Math.round(s.expiresInMs))),
       col((s) => jsonParam(s.result)),
       col((s) => jsonParam(s.error)),
+      col((s) => s.executorId ?? null),
+      col((s) => (s.leaseMs === undefined ? null : Math.round(s.leaseMs))),
     ],
   });
   return rows.map((r) => r.id);

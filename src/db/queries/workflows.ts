@@ -40,6 +40,66 @@ export async function lockWorkflow(db: Queryable, workflowId: string): Promise<L
   return rows[0];
 }
 
+/** Locks several workflow rows in id order (so concurrent batches never deadlock). */
+export async function lockWorkflows(db: Queryable, workflowIds: string[]): Promise<LockedWorkflow[]> {
+  const { rows } = await db.query<LockedWorkflow>({
+    name: 'stepd_lock_workflows',
+    text: `SELECT id, name, input, status, created_by, step_count FROM workflows
+            WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`,
+    values: [workflowIds],
+  });
+  return rows;
+}
+
+/** Completes a running workflow only if none of its steps is live: the end of its last chain. */
+export async function completeWorkflowIfNoLiveSteps(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_complete_workflow_if_no_live_steps',
+    text: `UPDATE workflows SET status = 'completed', output = $2::jsonb, completed_at = now()
+            WHERE id = $1 AND status = 'running'
+              AND NOT EXISTS (SELECT 1 FROM workflow_steps
+                               WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running'))`,
+    values: [workflowId, jsonParam(output ?? null)],
+  });
+  return rowCount === 1;
+}
+
+/**
+ * Ends a running workflow as completed (with output) or failed (with error) and cancels its
+ * live steps, in one statement. Returns the ids of the steps that were running.
+ */
+export async function endWorkflowCancellingLiveSteps(
+  db: Queryable,
+  workflowId: string,
+  end: { status: 'completed'; output: unknown } | { status: 'failed'; error: ErrorData },
+): Promise<string[]> {
+  const { rows } = await db.query<{ id: string | null }>({
+    name: 'stepd_end_workflow_cancelling_live_steps',
+    text: `WITH live AS (
+             SELECT id, status FROM workflow_steps
+              WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE),
+           cancelled AS (
+             UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+               FROM live WHERE s.id = live.id
+             RETURNING s.id, live.status AS was),
+           ended AS (
+             UPDATE workflows SET status = $2,
+                    output = CASE WHEN $2 = 'completed' THEN $3::jsonb END,
+                    error = CASE WHEN $2 = 'failed' THEN $4::jsonb END,
+                    completed_at = now(), started_at = coalesce(started_at, now())
+              WHERE id = $1 AND status IN ('new', 'running')
+             RETURNING id)
+           SELECT id FROM cancelled WHERE was = 'running'`,
+    values: [
+      workflowId,
+      end.status,
+      end.status === 'completed' ? jsonParam(end.output ?? null) : null,
+      end.status === 'failed' ? jsonParam(end.error) : null,
+    ],
+  });
+  return rows.map((r) => r.id).filter((id): id is string => id !== null);
+}
+
 export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
 
 export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Promise<WorkflowDefinition[]> {

@@ -1,0 +1,139 @@
+/**
+ * The writes of one executor transaction, shared by every workflow it advances: new step rows
+ * are queued and inserted in one statement (before any read of the steps table, and at the
+ * end), events are collected for one NOTIFY, and running steps it cancels are remembered so
+ * their tools can be aborted after commit.
+ *
+ * When the executor has free slots, a step that is ready at once is created already claimed
+ * (status running, owned by this executor): it starts without waiting for the next claim.
+ */
+import { insertSteps, notifyEvents, type NewStep, type Queryable } from '../db/queries.js';
+import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
+
+/** Lets a transaction claim the steps it creates for this executor. */
+export interface ClaimOnCreate {
+  executorId: string;
+  /** Slots still free; each claimed step takes one. */
+  slots: number;
+  /** Reserves room under the configured limits; null when a limit is reached. */
+  acquire(tool: string | null, user: string | null): (() => void) | null;
+}
+
+export interface CreatedClaim {
+  step: NewStep;
+  id: string;
+  user: string | null;
+  release: () => void;
+}
+
+export class TxWriter {
+  readonly events: StepdEvent[] = [];
+  readonly cancelledRunning: string[] = [];
+  readonly claimed: CreatedClaim[] = [];
+  /** Ready rows created for the claim loop: 0 ms for now, or the soonest delay of a later one. */
+  readyNow = false;
+  soonestDelayMs: number | undefined;
+  private readonly queued: { step: NewStep; claim?: { user: string | null; release: () => void } }[] = [];
+  private readonly counts = new Map<string, number>();
+
+  constructor(
+    private readonly db: Queryable,
+    readonly schema: string,
+    private readonly claimOnCreate?: ClaimOnCreate,
+  ) {}
+
+  /** Step rows of `workflowId` so far, including queued ones (for the step budget). */
+  stepCount(workflowId: string): number {
+    return this.counts.get(workflowId) ?? 0;
+  }
+
+  setStepCount(workflowId: string, count: number): void {
+    this.counts.set(workflowId, count);
+  }
+
+  event(e: StepdEvent): void {
+    this.events.push(e);
+  }
+
+  /** Queues a row; a step ready now may be claimed on creation (see ClaimOnCreate). */
+  queue(step: NewStep, opts: { user?: string | null; leaseMs?: number } = {}): void {
+    this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
+    const c = this.claimOnCreate;
+    if (
+      c &&
+      c.slots > 0 &&
+      step.status === 'ready' &&
+      step.tool !== null &&
+      !step.readyInMs &&
+      step.readyAt === undefined &&
+      opts.leaseMs !== undefined
+    ) {
+      const user = opts.user ?? null;
+      const release = c.acquire(step.tool, user);
+      if (release) {
+        c.slots--;
+        this.queued.push({ step: { ...step, status: 'running', executorId: c.executorId, leaseMs: opts.leaseMs }, claim: { user, release } });
+        return;
+      }
+    }
+    this.queued.push({ step });
+  }
+
+  /** Drops the queued rows of a workflow that ended in this transaction. */
+  dropQueued(workflowId: string): void {
+    for (let i = this.queued.length - 1; i >= 0; i--) {
+      const q = this.queued[i]!;
+      if (q.step.workflowId !== workflowId) continue;
+      q.claim?.release();
+      if (q.claim && this.claimOnCreate) this.claimOnCreate.slots++;
+      this.queued.splice(i, 1);
+    }
+  }
+
+  /** Inserts one row now and returns its id (forks and failed rows need theirs at once). */
+  async insertNow(step: NewStep): Promise<string> {
+    await this.flush();
+    this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
+    const [id] = await insertSteps(this.db, [step]);
+    return id!;
+  }
+
+  async flush(): Promise<void> {
+    if (this.queued.length === 0) return;
+    const batch = this.queued.splice(0, this.queued.length);
+    const ids = await insertSteps(this.db, batch.map((q) => q.step));
+    for (const { step } of batch) {
+      if (step.status !== 'ready') continue;
+      const delay = step.readyAt !== undefined ? step.readyAt.getTime() - Date.now() : (step.readyInMs ?? 0);
+      if (delay <= 0) this.readyNow = true;
+      else this.soonestDelayMs = Math.min(this.soonestDelayMs ?? Infinity, delay);
+    }
+    batch.forEach((q, i) => {
+      if (!q.claim) return;
+      const id = ids[i]!;
+      this.claimed.push({ step: q.step, id, user: q.claim.user, release: q.claim.release });
+      this.events.push({
+        type: 'step.started',
+        schema: this.schema,
+        workflowId: q.step.workflowId,
+        stepId: id,
+        step: q.step.name,
+        attempt: q.step.attempt,
+        ...(q.step.itemIndex !== null ? { itemIndex: q.step.itemIndex } : {}),
+        at: new Date().toISOString(),
+      });
+    });
+  }
+
+  /** Flushes rows and NOTIFYs the events; the last statement before COMMIT. */
+  async finish(emitEvents: boolean): Promise<void> {
+    await this.flush();
+    if (emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map((e) => JSON.stringify(e)));
+  }
+
+  /** After a rollback: give back every limit reserved for steps claimed on creation. */
+  releaseClaims(): void {
+    for (const q of this.queued) q.claim?.release();
+    for (const c of this.claimed) c.release();
+  }
+}
