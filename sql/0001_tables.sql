@@ -60,6 +60,9 @@ CREATE TABLE workflow_steps (
   expires_at    timestamptz,
   readied_by    text,
   readied_at    timestamptz,
+  -- executor bookkeeping (not part of the contract): this row fanned out and its fan-out has
+  -- not settled yet, so the fan-out enclosing it must wait.
+  fanout_open   boolean NOT NULL DEFAULT false,
 
   CONSTRAINT workflow_steps_status_valid
     CHECK (status IN ('pending', 'ready', 'running', 'done', 'failed', 'cancelled')),
@@ -86,8 +89,11 @@ CREATE INDEX workflow_steps_pending_expiry_idx ON workflow_steps (expires_at)
   WHERE status = 'pending' AND expires_at IS NOT NULL;
 -- Per-workflow lookups: latest attempt of a step by name, live steps of a workflow.
 CREATE INDEX workflow_steps_workflow_name_idx ON workflow_steps (workflow_id, name, id);
--- Join bookkeeping: the rows of one fan-out instance.
+-- Join bookkeeping: the rows of one fan-out instance, and those of them still in progress
+-- (live, or a nested fan-out that has not settled), so a join check reads O(live) rows.
 CREATE INDEX workflow_steps_fanout_idx ON workflow_steps (fanout_id, item_index) WHERE fanout_id IS NOT NULL;
+CREATE INDEX workflow_steps_fanout_unsettled_idx ON workflow_steps (fanout_id)
+  WHERE fanout_id IS NOT NULL AND (status IN ('pending', 'ready', 'running') OR fanout_open);
 
 -- Admission of new workflows.
 CREATE INDEX workflows_new_idx ON workflows (id) WHERE status = 'new';

@@ -145,7 +145,7 @@ BEGIN
      OR NEW.completed_at IS DISTINCT FROM OLD.completed_at OR NEW.lease_until IS DISTINCT FROM OLD.lease_until
      OR NEW.executor_id IS DISTINCT FROM OLD.executor_id OR NEW.fanout_id IS DISTINCT FROM OLD.fanout_id
      OR NEW.item_index IS DISTINCT FROM OLD.item_index OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-     OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
+     OR NEW.created_at IS DISTINCT FROM OLD.created_at OR NEW.fanout_open IS DISTINCT FROM OLD.fanout_open THEN
     RAISE EXCEPTION 'stepd: readying step % may set only status, result and readied_by', OLD.id
       USING ERRCODE = 'check_violation';
   END IF;

@@ -17,6 +17,7 @@ import {
   getFanoutProgress,
   getForkRow,
   getPrecedingRowInChain,
+  setFanoutOpen,
   type FanoutOutcome,
   type ForkRow,
   type NewStep,
@@ -26,7 +27,7 @@ import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
 import type { WorkflowInfo } from './workflowCache.js';
-import { ScopeBuilder, forkItems } from './scope.js';
+import { ScopeBuilder, forkItemAt, forkItemCount } from './scope.js';
 
 export interface AdvanceDeps {
   schema: string;
@@ -134,6 +135,7 @@ export class Advance {
         });
       case 'parallel': {
         if (decision.branches.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        await this.markOpen(origin);
         for (const [i, branch] of decision.branches.entries()) {
           await this.createStep(branch, { fanoutId: origin.id, itemIndex: i }, {});
         }
@@ -141,6 +143,7 @@ export class Advance {
       }
       case 'forEach': {
         if (decision.items.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        await this.markOpen(origin);
         const n = Math.min(decision.concurrency, decision.items.length);
         for (let i = 0; i < n; i++) {
           await this.createStep(decision.step, { fanoutId: origin.id, itemIndex: i }, { item: decision.items[i], index: i });
@@ -189,13 +192,11 @@ export class Advance {
     const forkStep = getStep(this.wf.flow, fork.name);
     const t = forkStep.transition;
     const progress = await getFanoutProgress(this.db, fork.id);
-    if (t.kind === 'forEach') {
-      const items = await forkItems(fork, forkStep, this.scopes);
-      if (progress.started < items.length) {
-        const i = progress.started;
-        await this.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item: items[i], index: i });
-        return;
-      }
+    if (t.kind === 'forEach' && progress.started < (await forkItemCount(this.db, fork, forkStep, this.scopes))) {
+      const i = progress.started;
+      const item = await forkItemAt(this.db, fork, forkStep, i, this.scopes);
+      await this.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item, index: i });
+      return;
     }
     if (progress.live > 0) return;
     await this.fanoutSettled(fork);
@@ -204,6 +205,7 @@ export class Advance {
   /** Every branch of a fan-out instance finished: create its join once, or end its chain. */
   private async fanoutSettled(fork: ForkRow): Promise<void> {
     await this.flush();
+    await setFanoutOpen(this.db, fork.id, false);
     const t = getStep(this.wf.flow, fork.name).transition;
     if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
     const results = await this.fanoutResults(fork);
@@ -236,7 +238,7 @@ export class Advance {
     };
     if (t.kind === 'forEach') {
       const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
-      const count = (await forkItems(fork, forkStep, this.scopes)).length;
+      const count = await forkItemCount(this.db, fork, forkStep, this.scopes);
       const out: unknown[] = [];
       for (let i = 0; i < count; i++) out.push(await entry(byIndex.get(i)));
       return out;
@@ -276,7 +278,8 @@ export class Advance {
           const scope = await this.scopes.forStep(step, pos, extra);
           const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });
           const result = decision.kind === 'forEach' ? { items: decision.items } : decision.kind === 'parallel' ? { branches: decision.branches } : null;
-          const id = await this.writer.insertNow({ ...base, args: null, status: 'done', result });
+          const opens = (decision.kind === 'forEach' && decision.items.length > 0) || (decision.kind === 'parallel' && decision.branches.length > 0);
+          const id = await this.writer.insertNow({ ...base, args: null, status: 'done', result, fanoutOpen: opens });
           return this.apply(decision, { ...pos, id, name, attempt: 1, args: null });
         }
       }
@@ -323,6 +326,11 @@ export class Advance {
       this.event('workflow.failed', { error: { code: error!.code, message: error!.message } });
       this.deps.log.info({ workflowId: this.wf.id, workflow: this.wf.name, error }, 'workflow failed');
     }
+  }
+
+  /** A tool step that fans out over its result: its row now has a fan-out in progress. */
+  private async markOpen(origin: Origin): Promise<void> {
+    if (getStep(this.wf.flow, origin.name).kind !== 'fork') await setFanoutOpen(this.db, origin.id, true);
   }
 
   private async forkRow(id: string): Promise<ForkRow> {

@@ -8,7 +8,9 @@ import type { CompiledStep } from '../flow/compiled.js';
 import { getStep } from '../flow/compiled.js';
 import { resolveTemplates, type TemplateScope } from '../flow/templates.js';
 import {
+  getForkItem,
   getForkRow,
+  getStepResult,
   getLatestDoneResults,
   getLatestDoneResultsInItems,
   type ForkRow,
@@ -105,8 +107,8 @@ export class ScopeBuilder {
       if (!fork) return undefined;
       const forkStep = getStep(this.wf.flow, fork.name);
       if (forkStep.transition.kind === 'forEach' && cur.itemIndex !== null) {
-        const items = await forkItems(fork, forkStep, this);
-        const out: { item: unknown; index: number; alias?: string } = { item: items[cur.itemIndex], index: cur.itemIndex };
+        const item = await forkItemAt(this.db, fork, forkStep, cur.itemIndex, this);
+        const out: { item: unknown; index: number; alias?: string } = { item, index: cur.itemIndex };
         if (forkStep.transition.as) out.alias = forkStep.transition.as;
         return out;
       }
@@ -117,17 +119,26 @@ export class ScopeBuilder {
 }
 
 /**
- * The items of a forEach fan-out. A fork without a tool stored them as its result; a tool
- * step that fans out over its own result has them re-resolved from that result.
+ * The items of a forEach fan-out. A fork without a tool stored them as its result (read one at a
+ * time, so a long list is not fetched on every arrival); a tool step that fans out over its own
+ * result has them re-resolved from that result.
  */
-export async function forkItems(fork: ForkRow, forkStep: CompiledStep, scopes: ScopeBuilder): Promise<unknown[]> {
+async function resolvedItems(db: Queryable, fork: ForkRow, forkStep: CompiledStep, scopes: ScopeBuilder): Promise<unknown[]> {
   const t = forkStep.transition;
   if (t.kind !== 'forEach') return [];
-  if (forkStep.kind === 'fork') {
-    const stored = (fork.result as { items?: unknown } | null)?.items;
-    return Array.isArray(stored) ? stored : [];
-  }
-  const scope = await scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, { result: fork.result });
+  const result = await getStepResult(db, fork.id);
+  const scope = await scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, { result });
   const items = resolveTemplates(t.items, scope);
   return Array.isArray(items) ? items : [];
+}
+
+export async function forkItemCount(db: Queryable, fork: ForkRow, forkStep: CompiledStep, scopes: ScopeBuilder): Promise<number> {
+  if (forkStep.transition.kind !== 'forEach') return 0;
+  if (forkStep.kind === 'fork') return fork.item_count ?? 0;
+  return (await resolvedItems(db, fork, forkStep, scopes)).length;
+}
+
+export async function forkItemAt(db: Queryable, fork: ForkRow, forkStep: CompiledStep, index: number, scopes: ScopeBuilder): Promise<unknown> {
+  if (forkStep.kind === 'fork') return (await getForkItem(db, fork.id, index)).item;
+  return (await resolvedItems(db, fork, forkStep, scopes))[index];
 }

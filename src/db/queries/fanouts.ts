@@ -6,32 +6,62 @@ import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
 
-export type ForkRow = Pick<StepRow, 'id' | 'name' | 'args' | 'result' | 'fanout_id' | 'item_index'>;
+export type ForkRow = Pick<StepRow, 'id' | 'name' | 'fanout_id' | 'item_index'> & {
+  /** How many items a fork without a tool stored (its result's `items`), else null. */
+  item_count: number | null;
+};
 
 export async function getForkRow(db: Queryable, stepId: string): Promise<ForkRow | undefined> {
   const { rows } = await db.query<ForkRow>({
     name: 'stepd_get_fork_row',
-    text: `SELECT id, name, args, result, fanout_id, item_index FROM workflow_steps WHERE id = $1`,
+    text: `SELECT id, name, fanout_id, item_index,
+                  CASE WHEN jsonb_typeof(result -> 'items') = 'array' THEN jsonb_array_length(result -> 'items') END AS item_count
+             FROM workflow_steps WHERE id = $1`,
     values: [stepId],
   });
   return rows[0];
 }
 
+/** One item a fork without a tool stored: `result.items[index]` (undefined when absent). */
+export async function getForkItem(db: Queryable, forkId: string, index: number): Promise<{ found: boolean; item: unknown }> {
+  const { rows } = await db.query<{ item: unknown }>({
+    name: 'stepd_get_fork_item',
+    text: `SELECT result -> 'items' -> $2::int AS item FROM workflow_steps WHERE id = $1 AND jsonb_array_length(result -> 'items') > $2::int`,
+    values: [forkId, index],
+  });
+  return rows.length > 0 ? { found: true, item: rows[0]!.item } : { found: false, item: undefined };
+}
+
+export async function getStepResult(db: Queryable, stepId: string): Promise<unknown> {
+  const { rows } = await db.query<{ result: unknown }>({
+    name: 'stepd_get_step_result',
+    text: `SELECT result FROM workflow_steps WHERE id = $1`,
+    values: [stepId],
+  });
+  return rows[0]?.result ?? null;
+}
+
+/** Marks a row as having fanned out (its fan-out is in progress) or as settled. */
+export async function setFanoutOpen(db: Queryable, stepId: string, open: boolean): Promise<void> {
+  await db.query({
+    name: 'stepd_set_fanout_open',
+    text: `UPDATE workflow_steps SET fanout_open = $2 WHERE id = $1 AND fanout_open IS DISTINCT FROM $2`,
+    values: [stepId, open],
+  });
+}
+
 /**
- * How many steps of a fan-out instance are live, and how many items have been started.
- * `live` counts the whole subtree: a nested fork row is `done` as soon as it fans out, so the
- * rows of its own branches (and theirs, at any depth) must hold the enclosing join back too.
+ * Whether any branch of a fan-out instance is still in progress, and how many items have been
+ * started. A nested fork row is `done` as soon as it fans out, so its own unsettled fan-out
+ * (fanout_open) holds the enclosing join back too. Both read O(1) index entries.
  */
 export async function getFanoutProgress(db: Queryable, forkId: string): Promise<{ live: number; started: number }> {
   const { rows } = await db.query<{ live: number; started: number }>({
     name: 'stepd_get_fanout_progress',
-    text: `WITH RECURSIVE tree AS (
-             SELECT id, status, item_index, true AS direct FROM workflow_steps WHERE fanout_id = $1
-             UNION ALL
-             SELECT s.id, s.status, s.item_index, false FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id)
-           SELECT count(*) FILTER (WHERE status IN ('pending', 'ready', 'running'))::int AS live,
-                  coalesce(max(item_index) FILTER (WHERE direct) + 1, 0)::int AS started
-             FROM tree`,
+    text: `SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_steps
+                                         WHERE fanout_id = $1 AND (status IN ('pending', 'ready', 'running') OR fanout_open)
+                                         LIMIT 1) x)::int AS live,
+                  coalesce((SELECT max(item_index) FROM workflow_steps WHERE fanout_id = $1) + 1, 0)::int AS started`,
     values: [forkId],
   });
   return rows[0] ?? { live: 0, started: 0 };
@@ -107,7 +137,7 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
 export async function failForkRowIfDone(db: Queryable, forkId: string, error: ErrorData): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_fail_fork_row_if_done',
-    text: `UPDATE workflow_steps SET status = 'failed', error = $2::jsonb WHERE id = $1 AND status = 'done'`,
+    text: `UPDATE workflow_steps SET status = 'failed', error = $2::jsonb, fanout_open = false WHERE id = $1 AND status = 'done'`,
     values: [forkId, jsonParam(error)],
   });
   return rowCount === 1;

@@ -27,6 +27,8 @@ export interface NewStep {
   /** Running steps: the owner and the lease. */
   executorId?: string;
   leaseMs?: number;
+  /** A fork row created with its fan-out in progress. */
+  fanoutOpen?: boolean;
 }
 
 /**
@@ -41,7 +43,8 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
     name: 'stepd_insert_steps',
     text: `WITH ins AS (
              INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
-                                         expires_at, result, error, started_at, completed_at, executor_id, lease_until)
+                                         expires_at, result, error, started_at, completed_at, executor_id, lease_until,
+                                         fanout_open)
              SELECT u.workflow_id, u.name, u.tool, u.args, u.status, u.attempt,
                     CASE WHEN u.status IN ('ready', 'running')
                          THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
@@ -51,13 +54,14 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
                     CASE WHEN u.status IN ('done', 'failed', 'running') THEN now() END,
                     CASE WHEN u.status IN ('done', 'failed') THEN now() END,
                     u.executor_id,
-                    CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END
+                    CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END,
+                    u.fanout_open
                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[],
                            $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[],
-                           $14::text[], $15::bigint[])
+                           $14::text[], $15::bigint[], $16::boolean[])
                     WITH ORDINALITY
                     AS u(workflow_id, name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index,
-                         expires_in, result, error, executor_id, lease_ms, ord)
+                         expires_in, result, error, executor_id, lease_ms, fanout_open, ord)
               ORDER BY u.ord
              RETURNING id, workflow_id),
            counted AS (
@@ -81,6 +85,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
       col((s) => jsonParam(s.error)),
       col((s) => s.executorId ?? null),
       col((s) => (s.leaseMs === undefined ? null : Math.round(s.leaseMs))),
+      col((s) => s.fanoutOpen === true),
     ],
   });
   return rows.map((r) => r.id);
