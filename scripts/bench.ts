@@ -35,22 +35,32 @@ async function oneRun(settings: BenchSettings, cleanup: Cleanup, run: number): P
     progress(`${tag}: the machine is busy (${before.backgroundBusyPercent.toFixed(0)} % CPU used by others, ${before.otherActive} other active PostgreSQL sessions): figures will suffer`);
   }
   const stepd = await runStepdScenarios(settings, cleanup, (m) => progress(`${tag} stepd ${m}`));
+  const errors: RunResult['errors'] = [];
+  /** A failed peer measurement is recorded; the run goes on. */
+  const peer = async <T>(scenario: string, what: string, fn: () => Promise<T>): Promise<T | undefined> => {
+    if (cleanup.closing) throw new Error('interrupted');
+    progress(`${tag} ${what}`);
+    try {
+      return await fn();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      progress(`${tag} ${scenario} failed: ${message}`);
+      errors.push({ scenario, message });
+      return undefined;
+    }
+  };
   const ceiling: CeilingResult[] = [];
   for (const clients of settings.ceilingClients) {
-    if (cleanup.closing) throw new Error('interrupted');
-    progress(`${tag} ceiling (${clients} client${clients > 1 ? 's' : ''}, ${settings.ceilingSeconds} s)`);
-    ceiling.push(await runCeiling({ url: settings.databaseUrl, cleanup, clients, seconds: settings.ceilingSeconds }));
+    const c = await peer(`ceiling-${clients}`, `ceiling (${clients} client${clients > 1 ? 's' : ''}, ${settings.ceilingSeconds} s)`, () =>
+      runCeiling({ url: settings.databaseUrl, cleanup, clients, seconds: settings.ceilingSeconds }),
+    );
+    if (c) ceiling.push(c);
   }
-  if (cleanup.closing) throw new Error('interrupted');
-  progress(`${tag} pg-boss (${settings.sizes.throughput} jobs, chain of ${settings.sizes.chain})`);
-  const pgboss = await runPgBoss({
-    url: settings.databaseUrl,
-    cleanup,
-    jobs: settings.sizes.throughput,
-    chain: settings.sizes.chain,
-    timeoutMs: settings.scenarioTimeoutMs,
-  });
-  return { stepd, ceiling, pgboss, load: { before, after: await sampleLoad(settings.databaseUrl) } };
+  const pgboss = await peer('pg-boss', `pg-boss (${settings.sizes.throughput} jobs, chain of ${settings.sizes.chain})`, () =>
+    runPgBoss({ url: settings.databaseUrl, cleanup, jobs: settings.sizes.throughput, chain: settings.sizes.chain, timeoutMs: settings.scenarioTimeoutMs }),
+  );
+  const after = await sampleLoad(settings.databaseUrl);
+  return { stepd, ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };
 }
 
 async function main(): Promise<void> {

@@ -38,6 +38,7 @@ export class ExecutorProcess {
   private readonly exited: Promise<void>;
   private readonly workDir: string;
   private readonly removeCleanup: () => Promise<void>;
+  private readonly killOnExit: () => void;
 
   /** `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor). */
   constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string }) {
@@ -63,8 +64,10 @@ export class ExecutorProcess {
       }),
     );
     // Never leave the executor behind, whatever happens to the harness.
-    const kill = () => this.child.exitCode === null && this.child.signalCode === null && this.child.kill('SIGKILL');
-    process.once('exit', kill);
+    this.killOnExit = () => {
+      if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+    };
+    process.once('exit', this.killOnExit);
     this.removeCleanup = opts.cleanup.add(`stop executor ${this.child.pid}`, () => this.stop());
   }
 
@@ -128,6 +131,7 @@ export class ExecutorProcess {
         await this.exited;
       }
     }
+    process.off('exit', this.killOnExit);
     rmSync(this.workDir, { recursive: true, force: true });
   }
 

@@ -14,7 +14,9 @@ import type { StepdRunResult } from './stepdRun.js';
 export interface RunResult {
   stepd: StepdRunResult;
   ceiling: CeilingResult[];
-  pgboss: PgBossResult;
+  pgboss?: PgBossResult;
+  /** Peer measurements that failed (the stepd ones are in stepd.errors). */
+  errors: { scenario: string; message: string }[];
   /** The machine's load before and after the run. */
   load: { before: LoadSample; after: LoadSample };
 }
@@ -60,26 +62,26 @@ export const GRAPHILE_WORKER_JOBS_PER_SEC = 17_900;
 const DEFS: FigureDef[] = [
   {
     key: 'throughput.stepsPerSec', section: '1 throughput', label: 'steps/s', unit: '/s',
-    get: (r) => r.stepd.throughput?.stepsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss.throughput.jobsPerSec,
+    get: (r) => r.stepd.throughput?.stepsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
     target: { text: `≥ 2× pg-boss and > ${GRAPHILE_WORKER_JOBS_PER_SEC.toLocaleString('en-US')}/s`, met: (v, x) => v > GRAPHILE_WORKER_JOBS_PER_SEC && (x.pgboss ?? 0) >= 2 },
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
   {
     key: 'throughput.workflowsPerSec', section: '1 throughput', label: 'workflows/s', unit: '/s',
-    get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss.throughput.jobsPerSec,
+    get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
-  { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
+  { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,
-    ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss.chain.hopMs.p50,
+    ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.p50,
     target: { text: '≤ 2 ms', met: (v) => v <= 2 }, timedOut: (r) => r.stepd.chain?.timedOut,
   },
-  { key: 'chain.hopP99Ms', section: '2 chain', label: 'hop p99', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p99, pgboss: (r) => r.pgboss.chain.hopMs.p99, timedOut: (r) => r.stepd.chain?.timedOut },
-  { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss.chain.hopMs.mean },
+  { key: 'chain.hopP99Ms', section: '2 chain', label: 'hop p99', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p99, pgboss: (r) => r.pgboss?.chain.hopMs.p99, timedOut: (r) => r.stepd.chain?.timedOut },
+  { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.mean },
   { key: 'chain.handoffP50Ms', section: '2 chain', label: 'handoff p50 (done → next running)', unit: 'ms', get: (r) => r.stepd.chain?.handoffMs.p50 },
   { key: 'fanout.totalMs', section: '3 fan-out', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanout?.totalMs, timedOut: (r) => r.stepd.fanout?.timedOut },
-  { key: 'fanout.itemsPerSec', section: '3 fan-out', label: 'items/s', unit: '/s', get: (r) => r.stepd.fanout?.itemsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss.throughput.jobsPerSec },
+  { key: 'fanout.itemsPerSec', section: '3 fan-out', label: 'items/s', unit: '/s', get: (r) => r.stepd.fanout?.itemsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss?.throughput.jobsPerSec },
   {
     key: 'wakeup.p50Ms', section: '4 wake-up', label: 'readied → running p50', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p50,
     ceiling: ceilingMsPerTransition, target: { text: '≤ 3 ms', met: (v) => v <= 3 }, timedOut: (r) => r.stepd.wakeup?.timedOut,
@@ -90,10 +92,10 @@ const DEFS: FigureDef[] = [
   { key: 'executor.idleCpuPercent', section: '5 scale', label: 'executor idle CPU', unit: '% core', get: (r) => r.stepd.idleCpuPercent, target: { text: '< 1%', met: (v) => v < 1 } },
   { key: 'ceiling.1', section: '6 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
   { key: 'ceiling.8', section: '6 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
-  { key: 'pgboss.jobsPerSec', section: '6 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss.throughput.jobsPerSec, timedOut: (r) => r.pgboss.throughput.timedOut },
-  { key: 'pgboss.chainTotalMs', section: '6 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss.chain.totalMs, timedOut: (r) => r.pgboss.chain.timedOut },
-  { key: 'pgboss.chainHopP50Ms', section: '6 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss.chain.hopMs.p50 },
-  { key: 'pgboss.chainHopP99Ms', section: '6 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss.chain.hopMs.p99 },
+  { key: 'pgboss.jobsPerSec', section: '6 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.pgboss?.throughput.timedOut },
+  { key: 'pgboss.chainTotalMs', section: '6 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.pgboss?.chain.timedOut },
+  { key: 'pgboss.chainHopP50Ms', section: '6 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50 },
+  { key: 'pgboss.chainHopP99Ms', section: '6 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p99 },
 ];
 
 function ratio(runs: RunResult[], get: Getter, peer: Getter | undefined): number | undefined {

@@ -101,7 +101,7 @@ export function formatReport(opts: {
     table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
     '',
     ...(warning ? [`  ${warning}`, ''] : []),
-    ...opts.runs.flatMap((r, i) => r.stepd.errors.map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),
+    ...opts.runs.flatMap((r, i) => [...r.stepd.errors, ...r.errors].map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),
     '  ÷ ceiling / ÷ pg-boss: stepd figure divided by the same figure of the peer in the same run (median of runs);',
     '  for rates higher is better, for times lower is better. Ceiling per transition = 1000 / (1-client transitions/s) ms.',
     '  chain hop = completed_at(i+1) − completed_at(i); handoff = started_at(i+1) − completed_at(i) (database clock).',

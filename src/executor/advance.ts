@@ -60,6 +60,7 @@ export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; 
  */
 export class Advance {
   private finished = false;
+  private readonly forks = new Map<string, ForkRow>();
   readonly scopes: ScopeBuilder;
 
   constructor(
@@ -333,10 +334,14 @@ export class Advance {
     if (getStep(this.wf.flow, origin.name).kind !== 'fork') await setFanoutOpen(this.db, origin.id, true);
   }
 
+  /** A fork row's identity and item count never change, so one read per transaction is enough. */
   private async forkRow(id: string): Promise<ForkRow> {
+    const cached = this.forks.get(id);
+    if (cached) return cached;
     await this.flush();
     const row = await getForkRow(this.db, id);
     if (!row) throw new Error(`fan-out row ${id} not found`);
+    this.forks.set(id, row);
     return row;
   }
 

@@ -23,7 +23,6 @@ import {
 } from '../db/queries.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
-import { compileFlow } from '../flow/validate.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
 import { TxWriter, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
 import type { WorkflowCache, WorkflowInfo } from './workflowCache.js';
@@ -244,7 +243,7 @@ async function admitBatch(
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
 async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow, w: TxWriter): Promise<void> {
-  const compiled = compileFlow(row.flow);
+  const compiled = deps.cache.compiler.compile(row.flow);
   if (!compiled.ok) {
     const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
     await failWorkflowIfActive(client, row.id, error);

@@ -2,7 +2,7 @@
  * The compiled definition of each running workflow. A workflow's flow, input, name and user
  * are frozen once it is admitted (the guard trigger enforces it), so caching them is safe.
  */
-import { compileFlow } from '../flow/validate.js';
+import { compileFlow, type CompileResult } from '../flow/validate.js';
 import type { CompiledFlow } from '../flow/compiled.js';
 import { getWorkflowDefinitions, type Queryable, type WorkflowDefinition } from '../db/queries.js';
 
@@ -16,6 +16,7 @@ export interface WorkflowInfo {
 
 export class WorkflowCache {
   private readonly entries = new Map<string, WorkflowInfo>();
+  readonly compiler = new FlowCompiler();
 
   constructor(private readonly capacity = 2_000) {}
 
@@ -54,7 +55,7 @@ export class WorkflowCache {
     }
     if (missing.length > 0) {
       for (const row of await getWorkflowDefinitions(db, missing)) {
-        const info = toInfo(row);
+        const info = toInfo(row, this.compiler);
         if (info) {
           this.put(info);
           out.set(row.id, info);
@@ -65,9 +66,29 @@ export class WorkflowCache {
   }
 }
 
+/**
+ * Compiles flows, remembering the last few by their JSON text: many workflows share one flow,
+ * and a compiled flow is immutable, so they can share the compiled form too.
+ */
+export class FlowCompiler {
+  private readonly byText = new Map<string, CompileResult>();
+
+  constructor(private readonly capacity = 200) {}
+
+  compile(flow: unknown): CompileResult {
+    const key = typeof flow === 'string' ? flow : JSON.stringify(flow);
+    const hit = this.byText.get(key);
+    if (hit) return hit;
+    const compiled = compileFlow(flow);
+    this.byText.set(key, compiled);
+    if (this.byText.size > this.capacity) this.byText.delete(this.byText.keys().next().value!);
+    return compiled;
+  }
+}
+
 /** Compiles a stored definition; undefined when its flow is invalid (it was never admitted). */
-export function toInfo(row: WorkflowDefinition): WorkflowInfo | undefined {
-  const compiled = compileFlow(row.flow);
+export function toInfo(row: WorkflowDefinition, compiler?: FlowCompiler): WorkflowInfo | undefined {
+  const compiled = compiler ? compiler.compile(row.flow) : compileFlow(row.flow);
   if (!compiled.ok) return undefined;
   return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
 }
