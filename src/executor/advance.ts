@@ -175,6 +175,7 @@ export class Advance {
     if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
     const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
     if (forkPos.fanoutId === null && forkStep.onError === undefined) return this.failWorkflow(error);
+    await this.flush();
     this.writer.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, fork.id)));
     await failForkRowIfDone(this.db, fork.id, error);
     this.event('step.failed', { stepId: fork.id, step: fork.name, attempt: 1, error });
@@ -192,6 +193,7 @@ export class Advance {
     const fork = await this.forkRow(pos.fanoutId);
     const forkStep = getStep(this.wf.flow, fork.name);
     const t = forkStep.transition;
+    await this.flush();
     const progress = await getFanoutProgress(this.db, fork.id);
     if (t.kind === 'forEach' && progress.started < (await forkItemCount(this.db, fork, forkStep, this.scopes))) {
       const i = progress.started;
