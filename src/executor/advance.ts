@@ -10,7 +10,6 @@ import { resolveTemplates } from '../flow/templates.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
 import {
   cancelLiveStepsInFanout,
-  completeWorkflowIfNoLiveSteps,
   endWorkflowCancellingLiveSteps,
   failForkRowIfDone,
   getFanoutOutcomes,
@@ -186,8 +185,7 @@ export class Advance {
   /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */
   private async arrive(pos: Position, output: unknown): Promise<void> {
     if (pos.fanoutId === null) {
-      await this.flush();
-      if (await completeWorkflowIfNoLiveSteps(this.db, this.wf.id, output)) this.ended_('completed');
+      this.writer.completeIfIdle(this.wf.id, output, (completed) => completed && this.ended_('completed'));
       return;
     }
     const fork = await this.forkRow(pos.fanoutId);
@@ -308,6 +306,7 @@ export class Advance {
 
   async completeWorkflow(output: unknown): Promise<void> {
     if (this.finished) return;
+    this.writer.cancelEnd(this.wf.id);
     await this.flush();
     this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'completed', output })));
     this.ended_('completed');
@@ -315,6 +314,7 @@ export class Advance {
 
   async failWorkflow(error: ErrorData): Promise<void> {
     if (this.finished) return;
+    this.writer.cancelEnd(this.wf.id);
     this.writer.dropQueued(this.wf.id);
     this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'failed', error })));
     this.ended_('failed', error);

@@ -7,7 +7,7 @@
  * When the executor has free slots, a step that is ready at once is created already claimed
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
-import { insertSteps, notifyEvents, type NewStep, type Queryable } from '../db/queries.js';
+import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type NewStep, type Queryable } from '../db/queries.js';
 import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
@@ -35,6 +35,10 @@ export class TxWriter {
   soonestDelayMs: number | undefined;
   private readonly queued: { step: NewStep; claim?: { user: string | null; release: () => void } }[] = [];
   private readonly counts = new Map<string, number>();
+  /** Workflows whose chain ended at the top level: completed at the end if nothing is live. */
+  private readonly ends = new Map<string, { output: unknown; done: (completed: boolean) => void }>();
+  /** Workflows this transaction completed through `completeIfIdle`. */
+  readonly completedIdle = new Set<string>();
 
   constructor(
     private readonly db: Queryable,
@@ -125,9 +129,32 @@ export class TxWriter {
     });
   }
 
-  /** Flushes rows and NOTIFYs the events; the last statement before COMMIT. */
+  /**
+   * A chain of `workflowId` ended outside any fan-out: complete the workflow with `output` at the
+   * end of the transaction (one statement for all of them) if none of its steps is live then.
+   * A later end of the same workflow in this transaction replaces the output.
+   */
+  completeIfIdle(workflowId: string, output: unknown, done: (completed: boolean) => void): void {
+    this.ends.set(workflowId, { output, done });
+  }
+
+  /** Forgets a pending end (the workflow ended otherwise in this transaction). */
+  cancelEnd(workflowId: string): void {
+    this.ends.delete(workflowId);
+  }
+
+  /** Flushes rows, completes idle workflows and NOTIFYs the events: the last statements before COMMIT. */
   async finish(emitEvents: boolean): Promise<void> {
     await this.flush();
+    if (this.ends.size > 0) {
+      const ends = [...this.ends];
+      this.ends.clear();
+      const completed = new Set(await completeWorkflowsIfNoLiveSteps(this.db, ends.map(([workflowId, e]) => ({ workflowId, output: e.output }))));
+      for (const [id, e] of ends) {
+        if (completed.has(id)) this.completedIdle.add(id);
+        e.done(completed.has(id));
+      }
+    }
     if (emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map((e) => JSON.stringify(e)));
   }
 

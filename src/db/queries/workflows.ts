@@ -65,6 +65,25 @@ export async function completeWorkflowIfNoLiveSteps(db: Queryable, workflowId: s
 }
 
 /**
+ * Completes, in one statement, each running workflow none of whose steps is live: the ends of
+ * their last chains. Returns the ids it completed.
+ */
+export async function completeWorkflowsIfNoLiveSteps(db: Queryable, ends: { workflowId: string; output: unknown }[]): Promise<string[]> {
+  if (ends.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_complete_workflows_if_no_live_steps',
+    text: `UPDATE workflows w SET status = 'completed', output = u.output, completed_at = now()
+             FROM unnest($1::bigint[], $2::jsonb[]) AS u(id, output)
+            WHERE w.id = u.id AND w.status = 'running'
+              AND NOT EXISTS (SELECT 1 FROM workflow_steps s
+                               WHERE s.workflow_id = u.id AND s.status IN ('pending', 'ready', 'running'))
+        RETURNING w.id`,
+    values: [ends.map((e) => e.workflowId), ends.map((e) => jsonParam(e.output ?? null))],
+  });
+  return rows.map((r) => r.id);
+}
+
+/**
  * Ends a running workflow as completed (with output) or failed (with error) and cancels its
  * live steps, in one statement. Returns the ids of the steps that were running.
  */
