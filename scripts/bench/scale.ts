@@ -1,13 +1,13 @@
 /**
- * Scenario 5, scale: the claim statement's latency on a table with no finished rows, then with
- * N finished (`done`) step rows, always with 1,000 ready steps to claim from. The rows are
+ * Scenario 5, scale: the claim statement's latency on a table with no finished rows and on one
+ * with N finished (`done`) step rows, both with 1,000 ready steps to claim from. The rows are
  * bulk-loaded with generate_series over an executor-role connection (stepd.executor=on, so the
  * guard allows it), spread over 1,000 completed workflows (present in both states, so only the
  * step rows differ), then VACUUM ANALYZE (what autovacuum would do on its own).
  *
  * Each sample is one claim, exactly as the executor sends it (prepared, on a fresh
  * connection per batch), inside a transaction that is rolled back, timed from the harness.
- * One batch per run; each batch also records EXPLAIN ANALYZE's execution time.
+ * One batch per run and state; each batch also records EXPLAIN ANALYZE's execution time.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
@@ -95,6 +95,28 @@ async function measureBatch(url: string, schema: string, stmt: ClaimStatement, i
   }
 }
 
+/** A migrated schema with the ready steps and the finished workflows, and `finishedRows` done steps. */
+async function prepareSchema(url: string, cleanup: Cleanup, label: string, finishedRows: number): Promise<{ schema: string; drop: () => Promise<void>; loadSeconds: number }> {
+  const schema = newSchemaName(label);
+  const drop = dropSchemaLater(cleanup, url, schema);
+  await migrate({ url, schema });
+  const client = await executorRoleClient(url, schema);
+  try {
+    await insertReadySteps(client);
+    await insertFinishedWorkflows(client);
+    const t0 = performance.now();
+    if (finishedRows > 0) await loadFinishedSteps(client, finishedRows);
+    await client.query('VACUUM ANALYZE workflows, workflow_steps');
+    return { schema, drop, loadSeconds: (performance.now() - t0) / 1000 };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Two schemas, identical but for the finished rows; their batches alternate (empty, loaded,
+ * empty, …) so that whatever else the machine does affects both states alike.
+ */
 export async function runScale(opts: {
   url: string;
   cleanup: Cleanup;
@@ -102,32 +124,23 @@ export async function runScale(opts: {
   batches: number;
   iterations: number;
 }): Promise<ScaleResult> {
-  const schema = newSchemaName('scale');
-  const drop = dropSchemaLater(opts.cleanup, opts.url, schema);
+  const claimLimit = await defaultClaimLimit();
+  const stmt = await claimStatement('bench-claim', claimLimit, 90_000);
+  const prepared: { drop: () => Promise<void> }[] = [];
   try {
-    await migrate({ url: opts.url, schema });
-    const claimLimit = await defaultClaimLimit();
-    const stmt = await claimStatement('bench-claim', claimLimit, 90_000);
-    const client = await executorRoleClient(opts.url, schema);
+    const emptySchema = await prepareSchema(opts.url, opts.cleanup, 'scale_empty', 0);
+    prepared.push(emptySchema);
+    const loadedSchema = await prepareSchema(opts.url, opts.cleanup, 'scale_loaded', opts.finishedRows);
+    prepared.push(loadedSchema);
     const empty: ClaimBatch[] = [];
     const loaded: ClaimBatch[] = [];
-    let loadSeconds = 0;
-    try {
-      await insertReadySteps(client);
-      await insertFinishedWorkflows(client);
-      await client.query('VACUUM ANALYZE workflows, workflow_steps');
-      for (let b = 0; b < opts.batches; b++) empty.push(await measureBatch(opts.url, schema, stmt, opts.iterations));
-      const t0 = performance.now();
-      await loadFinishedSteps(client, opts.finishedRows);
-      await client.query('VACUUM ANALYZE workflows, workflow_steps');
-      loadSeconds = (performance.now() - t0) / 1000;
-      for (let b = 0; b < opts.batches; b++) loaded.push(await measureBatch(opts.url, schema, stmt, opts.iterations));
-    } finally {
-      await client.end();
+    for (let b = 0; b < opts.batches; b++) {
+      empty.push(await measureBatch(opts.url, emptySchema.schema, stmt, opts.iterations));
+      loaded.push(await measureBatch(opts.url, loadedSchema.schema, stmt, opts.iterations));
     }
-    return { finishedRows: opts.finishedRows, readyRows: READY_ROWS, claimLimit, statementSource: stmt.source, loadSeconds, empty, loaded };
+    return { finishedRows: opts.finishedRows, readyRows: READY_ROWS, claimLimit, statementSource: stmt.source, loadSeconds: loadedSchema.loadSeconds, empty, loaded };
   } finally {
-    await drop();
+    for (const p of prepared.reverse()) await p.drop();
   }
 }
 

@@ -89,6 +89,8 @@ export class Executor {
   private started = false;
   private wakeResolve: (() => void) | undefined;
   private woken = false;
+  /** Whether ready steps may be waiting that the last claim did not take. */
+  private moreReady = true;
   /** Whether new workflows may be waiting: set by their NOTIFY, a poll tick, or a full batch. */
   private admitPending = true;
   private loopDone: Promise<void> | undefined;
@@ -150,8 +152,18 @@ export class Executor {
 
   /** Wakes the claim loop (new ready work, a free slot). */
   wake(): void {
+    this.moreReady = true;
     this.woken = true;
     this.wakeResolve?.();
+  }
+
+  /**
+   * A slot came free. Claim again only if ready steps may be waiting: the last claim filled
+   * every slot it asked for, or something announced new work since. Otherwise every finished
+   * step would cost an empty claim.
+   */
+  private slotFreed(): void {
+    if (this.moreReady) this.wake();
   }
 
   private onWakeup(p: WakeupPayload): void {
@@ -243,8 +255,11 @@ export class Executor {
     const limits = this.deps.limits;
     const releases = new Map<string, () => void>();
     let rows: ClaimedStep[];
+    // Cleared before the claim: work announced while it runs sets it again.
+    this.moreReady = false;
     if (!limits || limits.unlimited) {
       rows = await claimReadySteps(this.pool, { executorId: this.opts.executorId, limit: free, leaseMs });
+      if (rows.length >= free) this.moreReady = true;
     } else {
       // Only steps the limits have room for are claimed; the rest stay ready, untouched.
       const saturated = limits.saturated();
@@ -254,9 +269,12 @@ export class Executor {
           skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
           skipUsers: saturated.users,
         });
+        // Steps held back by a limit wait for a slot of their tool or user to free up.
+        if (candidates.length >= free || saturated.toolPatterns.length > 0 || saturated.users.length > 0) this.moreReady = true;
         for (const c of candidates) {
           const release = limits.tryAcquire(c.tool, c.created_by);
           if (release) releases.set(c.id, release);
+          else this.moreReady = true;
         }
         try {
           return await claimLockedSteps(client, { executorId: this.opts.executorId, ids: [...releases.keys()], leaseMs });
@@ -287,7 +305,7 @@ export class Executor {
     task.done = this.runTask(row, task).finally(() => {
       releaseLimit();
       this.running.delete(row.id);
-      this.wake();
+      this.slotFreed();
     });
   }
 
