@@ -6,8 +6,9 @@
  * step rows differ), then VACUUM ANALYZE (what autovacuum would do on its own).
  *
  * Each sample is one claim, exactly as the executor sends it (prepared, on a fresh
- * connection per batch), inside a transaction that is rolled back, timed from the harness.
- * One batch per run and state; each batch also records EXPLAIN ANALYZE's execution time.
+ * connection per batch), inside a transaction that is rolled back, timed from the harness;
+ * the two states alternate claim by claim. One batch per run; each batch also records EXPLAIN
+ * ANALYZE's execution time in both states.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
@@ -67,31 +68,51 @@ async function loadFinishedSteps(client: pg.Client, rows: number): Promise<void>
   );
 }
 
-async function measureBatch(url: string, schema: string, stmt: ClaimStatement, iterations: number): Promise<ClaimBatch> {
-  const client = await executorRoleClient(url, schema);
+/** One timed claim, rolled back. */
+async function timeClaim(client: pg.Client, stmt: ClaimStatement): Promise<number> {
+  await client.query('BEGIN');
+  const t0 = performance.now();
+  const r = await client.query({ ...(stmt.name ? { name: stmt.name } : {}), text: stmt.text, values: stmt.values });
+  const ms = performance.now() - t0;
+  await client.query('ROLLBACK');
+  if (r.rowCount === 0) throw new Error('the claim statement claimed nothing: the scale scenario is set up wrong');
+  return ms;
+}
+
+async function explainClaim(client: pg.Client, stmt: ClaimStatement): Promise<{ executionMs: number; usesReadyIndex: boolean }> {
+  await client.query('BEGIN');
+  const plan = await client.query<{ 'QUERY PLAN': unknown }>({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${stmt.text}`, values: stmt.values });
+  await client.query('ROLLBACK');
+  const json = plan.rows[0]!['QUERY PLAN'] as { 'Execution Time': number }[];
+  return { executionMs: json[0]!['Execution Time'], usesReadyIndex: JSON.stringify(json).includes('workflow_steps_ready_idx') };
+}
+
+/**
+ * One batch: a fresh connection to each schema, claims alternating between them one by one
+ * (so a busy moment of the machine hits both states alike), then one EXPLAIN ANALYZE each.
+ */
+async function measureBatch(url: string, schemas: { empty: string; loaded: string }, stmt: ClaimStatement, iterations: number): Promise<{ empty: ClaimBatch; loaded: ClaimBatch }> {
+  const empty = await executorRoleClient(url, schemas.empty);
+  const loaded = await executorRoleClient(url, schemas.loaded);
   try {
-    const samples: number[] = [];
+    const samples = { empty: [] as number[], loaded: [] as number[] };
     const warmup = 5;
     for (let i = 0; i < iterations + warmup; i++) {
-      await client.query('BEGIN');
-      const t0 = performance.now();
-      const r = await client.query({ ...(stmt.name ? { name: stmt.name } : {}), text: stmt.text, values: stmt.values });
-      const ms = performance.now() - t0;
-      await client.query('ROLLBACK');
-      if (r.rowCount === 0) throw new Error('the claim statement claimed nothing: the scale scenario is set up wrong');
-      if (i >= warmup) samples.push(ms);
+      const e = await timeClaim(empty, stmt);
+      const l = await timeClaim(loaded, stmt);
+      if (i >= warmup) {
+        samples.empty.push(e);
+        samples.loaded.push(l);
+      }
     }
-    await client.query('BEGIN');
-    const plan = await client.query<{ 'QUERY PLAN': unknown }>({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${stmt.text}`, values: stmt.values });
-    await client.query('ROLLBACK');
-    const json = plan.rows[0]!['QUERY PLAN'] as { 'Execution Time': number }[];
-    return {
-      latencyMs: summarize(samples),
-      explainExecutionMs: json[0]!['Execution Time'],
-      usesReadyIndex: JSON.stringify(json).includes('workflow_steps_ready_idx'),
+    const batch = async (client: pg.Client, ms: number[]): Promise<ClaimBatch> => {
+      const plan = await explainClaim(client, stmt);
+      return { latencyMs: summarize(ms), explainExecutionMs: plan.executionMs, usesReadyIndex: plan.usesReadyIndex };
     };
+    return { empty: await batch(empty, samples.empty), loaded: await batch(loaded, samples.loaded) };
   } finally {
-    await client.end();
+    await empty.end();
+    await loaded.end();
   }
 }
 
@@ -113,10 +134,7 @@ async function prepareSchema(url: string, cleanup: Cleanup, label: string, finis
   }
 }
 
-/**
- * Two schemas, identical but for the finished rows; their batches alternate (empty, loaded,
- * empty, …) so that whatever else the machine does affects both states alike.
- */
+/** Two schemas, identical but for the finished rows, measured side by side. */
 export async function runScale(opts: {
   url: string;
   cleanup: Cleanup;
@@ -135,8 +153,9 @@ export async function runScale(opts: {
     const empty: ClaimBatch[] = [];
     const loaded: ClaimBatch[] = [];
     for (let b = 0; b < opts.batches; b++) {
-      empty.push(await measureBatch(opts.url, emptySchema.schema, stmt, opts.iterations));
-      loaded.push(await measureBatch(opts.url, loadedSchema.schema, stmt, opts.iterations));
+      const r = await measureBatch(opts.url, { empty: emptySchema.schema, loaded: loadedSchema.schema }, stmt, opts.iterations);
+      empty.push(r.empty);
+      loaded.push(r.loaded);
     }
     return { finishedRows: opts.finishedRows, readyRows: READY_ROWS, claimLimit, statementSource: stmt.source, loadSeconds: loadedSchema.loadSeconds, empty, loaded };
   } finally {

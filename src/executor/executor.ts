@@ -163,7 +163,7 @@ export class Executor {
    * step would cost an empty claim.
    */
   private slotFreed(): void {
-    if (this.moreReady) this.wake();
+    if (this.moreReady || this.admitPending) this.wake();
   }
 
   private onWakeup(p: WakeupPayload): void {
@@ -207,17 +207,19 @@ export class Executor {
         this.woken = false;
         let claimed = 0;
         let admitted = 0;
+        // Older ready steps first, then new workflows with the slots left (their first steps
+        // are claimed as they are created).
         const free = this.opts.concurrency - this.running.size;
-        if (free > 0) {
-          if (this.admitPending) {
-            this.admitPending = false;
-            const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate(0));
-            admitted = r.admitted;
-            this.startClaimed(r.claimed);
-            if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
-            if (admitted >= this.opts.admitBatch) this.admitPending = true;
-          }
-          claimed = await this.claimAndRun(free);
+        if (free > 0) claimed = await this.claimAndRun(free);
+        const left = this.opts.concurrency - this.running.size;
+        if (left > 0 && this.admitPending) {
+          this.admitPending = false;
+          const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate(0));
+          admitted = r.admitted;
+          this.startClaimed(r.claimed);
+          if (r.readyNow) this.moreReady = true;
+          if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
+          if (admitted >= this.opts.admitBatch) this.admitPending = true;
         }
         errors = 0;
         const busy = free > 0 && (claimed > 0 || admitted > 0);

@@ -177,6 +177,15 @@ function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData 
   return rest;
 }
 
+export interface Admission {
+  admitted: number;
+  /** First steps created already claimed by this executor. */
+  claimed: CreatedClaim[];
+  /** Whether first steps were created ready for the claim loop. */
+  readyNow: boolean;
+  readyInMs?: number;
+}
+
 /**
  * Admits up to `limit` new workflows in one transaction: validates each flow and creates its
  * first step. If the batch fails (a row the database refuses), each workflow is admitted in a
@@ -187,13 +196,13 @@ export async function admitWorkflows(
   deps: TxDeps,
   limit: number,
   claim?: ClaimOnCreate,
-): Promise<{ admitted: number; claimed: CreatedClaim[]; readyInMs?: number }> {
+): Promise<Admission> {
   try {
     return await admitBatch(deps, limit, claim);
   } catch (err) {
     if (isRetryablePgError(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
-    const out = { admitted: 0, claimed: [] as CreatedClaim[] };
+    const out: Admission = { admitted: 0, claimed: [], readyNow: false };
     for (let i = 0; i < limit; i++) {
       let current: AdmittedWorkflow | undefined;
       try {
@@ -201,6 +210,7 @@ export async function admitWorkflows(
         if (r.admitted === 0) break;
         out.admitted += r.admitted;
         out.claimed.push(...r.claimed);
+        out.readyNow ||= r.readyNow;
       } catch (oneErr) {
         if (!current || isRetryablePgError(oneErr)) throw oneErr;
         const failed: AdmittedWorkflow = current;
@@ -219,7 +229,7 @@ async function admitBatch(
   limit: number,
   claim: ClaimOnCreate | undefined,
   onRow?: (row: AdmittedWorkflow) => void,
-): Promise<{ admitted: number; claimed: CreatedClaim[]; readyInMs?: number }> {
+): Promise<Admission> {
   let writer: TxWriter | undefined;
   const slotsBefore = claim?.slots;
   try {
@@ -232,7 +242,12 @@ async function admitBatch(
         await admitOne(deps, client, row, w);
       }
       await w.finish(deps.emitEvents);
-      return { admitted: rows.length, claimed: w.claimed, ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}) };
+      return {
+        admitted: rows.length,
+        claimed: w.claimed,
+        readyNow: w.readyNow,
+        ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+      };
     });
   } catch (err) {
     writer?.releaseClaims();
