@@ -116,7 +116,7 @@ export class Executor {
       leaseGraceMs: opts.leaseGraceMs,
     };
     this.outcomes = new OutcomeQueue({
-      record: (inputs) => finishSteps(this.tx, inputs, this.claimOnCreate(inputs.length)),
+      record: (inputs) => finishSteps(this.tx, inputs, this.claimOnCreate()),
       onResult: (r) => this.handleTx(r),
       log: deps.log,
     });
@@ -209,12 +209,12 @@ export class Executor {
         let admitted = 0;
         // Older ready steps first, then new workflows with the slots left (their first steps
         // are claimed as they are created).
-        const free = this.opts.concurrency - this.running.size;
+        const free = this.freeSlots();
         if (free > 0) claimed = await this.claimAndRun(free);
-        const left = this.opts.concurrency - this.running.size;
+        const left = this.freeSlots();
         if (left > 0 && this.admitPending) {
           this.admitPending = false;
-          const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate(0));
+          const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate());
           admitted = r.admitted;
           this.startClaimed(r.claimed);
           if (r.readyNow) this.moreReady = true;
@@ -236,6 +236,15 @@ export class Executor {
         await this.waitForWake(delay);
       }
     }
+  }
+
+  /**
+   * Slots for new steps: the concurrency less the steps running, held back while more outcomes
+   * wait to be recorded than the concurrency (the database is behind; don't run further ahead).
+   */
+  private freeSlots(): number {
+    if (this.outcomes.size > this.opts.concurrency) return 0;
+    return this.opts.concurrency - this.running.size;
   }
 
   /** Resolves true when woken, false when the time ran out. */
@@ -326,19 +335,18 @@ export class Executor {
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
-    await this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
+    // with claiming and running the next steps. stop() waits for the queue to drain.
+    void this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
   }
 
-  /**
-   * Lets a transaction that records `finishing` outcomes claim the steps it creates, up to the
-   * slots those outcomes free plus the ones already free (none while stopping).
-   */
-  private claimOnCreate(finishing: number): ClaimOnCreate | undefined {
+  /** Lets a transaction claim the steps it creates, up to the free slots (none while stopping). */
+  private claimOnCreate(): ClaimOnCreate | undefined {
     if (this.stopping) return undefined;
     const limits = this.deps.limits;
     return {
       executorId: this.opts.executorId,
-      slots: Math.max(0, this.opts.concurrency - this.running.size + finishing),
+      slots: Math.max(0, this.freeSlots()),
       acquire: (tool, user) => (limits && !limits.unlimited ? limits.tryAcquire(tool, user) : () => {}),
     };
   }
@@ -368,6 +376,7 @@ export class Executor {
     for (const id of r.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
     this.startClaimed(r.claimed);
     if (r.createdWork) this.wake();
+    else this.slotFreed();
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
   }
 
@@ -434,6 +443,7 @@ export class Executor {
       if (released > 0) await notifyStepsReady(this.pool, this.opts.schema).catch(() => {});
       await all();
     }
+    await this.outcomes.idle();
     await this.listener.close();
     await this.pool.end();
     this.deps.log.info({ executorId: this.opts.executorId }, 'executor stopped');
