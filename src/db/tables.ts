@@ -47,6 +47,8 @@ export interface StepRow {
   expires_at: Date | null;
   readied_by: string | null;
   readied_at: Date | null;
+  /** Executor bookkeeping: this row fanned out and its fan-out has not settled. */
+  fanout_open: boolean;
 }
 
 /** Kysely's view of the schema, for read-side queries (CLI, status). */

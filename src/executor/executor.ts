@@ -5,12 +5,8 @@
  * A failed iteration is logged and retried with backoff; it never kills the process.
  */
 import type pg from 'pg';
-import { createPool, withTransaction, type PoolOptions } from '../db/connect.js';
+import { createPool, type PoolOptions } from '../db/connect.js';
 import {
-  claimLockedSteps,
-  claimReadySteps,
-  lockClaimCandidates,
-  extendLeasesIfRunning,
   findRunningStepsOfExecutor,
   findStepsNoLongerRunning,
   notifyStepsReady,
@@ -18,17 +14,16 @@ import {
   type ClaimedStep,
 } from '../db/queries.js';
 import { StepError } from '../errors.js';
-import { getStep, DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { LimitPolicy } from '../tools/limits.js';
-import { toolPatternToLike } from '../tools/permissions.js';
 import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runStep, type StepPolicy } from './runStep.js';
 import { admitWorkflows, finishStep, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { OutcomeQueue } from './outcomeQueue.js';
-import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
+import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
+import { claimSteps } from './claimSteps.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
@@ -262,51 +257,15 @@ export class Executor {
   }
 
   private async claimAndRun(free: number): Promise<number> {
-    const leaseMs = DEFAULT_STEP_TIMEOUT_MS + this.opts.leaseGraceMs;
-    const limits = this.deps.limits;
-    const releases = new Map<string, () => void>();
-    let rows: ClaimedStep[];
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
-    if (!limits || limits.unlimited) {
-      rows = await claimReadySteps(this.pool, { executorId: this.opts.executorId, limit: free, leaseMs });
-      if (rows.length >= free) this.moreReady = true;
-    } else {
-      // Only steps the limits have room for are claimed; the rest stay ready, untouched.
-      const saturated = limits.saturated();
-      rows = await withTransaction(this.pool, async (client) => {
-        const candidates = await lockClaimCandidates(client, {
-          limit: free,
-          skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
-          skipUsers: saturated.users,
-        });
-        // Steps held back by a limit wait for a slot of their tool or user to free up.
-        if (candidates.length >= free || saturated.toolPatterns.length > 0 || saturated.users.length > 0) this.moreReady = true;
-        for (const c of candidates) {
-          const release = limits.tryAcquire(c.tool, c.created_by);
-          if (release) releases.set(c.id, release);
-          else this.moreReady = true;
-        }
-        try {
-          return await claimLockedSteps(client, { executorId: this.opts.executorId, ids: [...releases.keys()], leaseMs });
-        } catch (err) {
-          for (const release of releases.values()) release();
-          throw err;
-        }
-      });
-    }
-    if (rows.length === 0) return 0;
-    const infos = await this.cache.load(this.pool, rows.map((r) => r.workflow_id));
-    const longer: { id: string; leaseMs: number }[] = [];
-    for (const row of rows) {
-      const wf = infos.get(row.workflow_id);
-      const step = wf?.flow.steps.get(row.name);
-      // The claim gives every step the default lease; steps with another timeout get their own.
-      if (step && step.timeoutMs + this.opts.leaseGraceMs !== leaseMs) longer.push({ id: row.id, leaseMs: step.timeoutMs + this.opts.leaseGraceMs });
-    }
-    await extendLeasesIfRunning(this.pool, this.opts.executorId, longer);
-    for (const row of rows) this.startTask(row, releases.get(row.id) ?? (() => {}));
-    return rows.length;
+    const claim = await claimSteps(
+      { pool: this.pool, cache: this.cache, executorId: this.opts.executorId, leaseGraceMs: this.opts.leaseGraceMs, ...(this.deps.limits ? { limits: this.deps.limits } : {}) },
+      free,
+    );
+    if (claim.moreReady) this.moreReady = true;
+    for (const row of claim.rows) this.startTask(row, claim.releases.get(row.id) ?? (() => {}));
+    return claim.rows.length;
   }
 
   private startTask(row: ClaimedStep, releaseLimit: () => void): void {
@@ -352,24 +311,7 @@ export class Executor {
   }
 
   private startClaimed(claimed: CreatedClaim[]): void {
-    for (const c of claimed) {
-      const s = c.step;
-      const row = {
-        id: c.id,
-        workflow_id: s.workflowId,
-        name: s.name,
-        tool: s.tool,
-        args: s.args,
-        attempt: s.attempt,
-        fanout_id: s.fanoutId,
-        item_index: s.itemIndex,
-        created_by: c.user,
-        result: null,
-        status: 'running',
-        executor_id: this.opts.executorId,
-      } as unknown as ClaimedStep;
-      this.startTask(row, c.release);
-    }
+    for (const c of claimed) this.startTask(claimedRow(c, this.opts.executorId), c.release);
   }
 
   private handleTx(r: TxResult): void {

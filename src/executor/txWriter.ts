@@ -7,7 +7,7 @@
  * When the executor has free slots, a step that is ready at once is created already claimed
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
-import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type NewStep, type Queryable } from '../db/queries.js';
+import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type ClaimedStep, type NewStep, type Queryable } from '../db/queries.js';
 import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
@@ -163,4 +163,34 @@ export class TxWriter {
     for (const q of this.queued) q.claim?.release();
     for (const c of this.claimed) c.release();
   }
+}
+
+/** The row of a step claimed as it was created, as the claim query would have returned it. */
+export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
+  const s = c.step;
+  return {
+    id: c.id,
+    workflow_id: s.workflowId,
+    name: s.name,
+    tool: s.tool,
+    args: s.args ?? null,
+    result: null,
+    error: null,
+    status: 'running',
+    attempt: s.attempt,
+    ready_at: null,
+    started_at: null,
+    completed_at: null,
+    created_at: new Date(),
+    updated_at: new Date(),
+    lease_until: null,
+    executor_id: executorId,
+    fanout_id: s.fanoutId,
+    item_index: s.itemIndex,
+    expires_at: null,
+    readied_by: null,
+    readied_at: null,
+    fanout_open: false,
+    created_by: c.user,
+  };
 }
