@@ -71,6 +71,9 @@ const DEFS: FigureDef[] = [
     get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
+  { key: 'throughput.stepsPerClaim', section: '1 throughput', label: 'steps per claim tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerClaim },
+  { key: 'throughput.stepsPerCompletion', section: '1 throughput', label: 'steps per completion tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerCompletion },
+  { key: 'throughput.workflowsPerAdmission', section: '1 throughput', label: 'workflows per admission tx', unit: '', get: (r) => r.stepd.throughput?.batching.workflowsPerAdmission },
   { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,

@@ -12,6 +12,12 @@ export interface ThroughputResult {
   elapsedMs: number;
   workflowsPerSec: number;
   stepsPerSec: number;
+  /**
+   * How the executor grouped the work, from the rows' timestamps (now() is per transaction, so
+   * each distinct value is one transaction): steps per claiming transaction (started_at), per
+   * completing transaction (completed_at), workflows per admitting transaction (started_at).
+   */
+  batching: { stepsPerClaim: number; stepsPerCompletion: number; workflowsPerAdmission: number };
   /** The scenario hit its time limit; the rates cover what finished until then. */
   timedOut: boolean;
 }
@@ -30,8 +36,22 @@ export async function runThroughput(ctx: StepdContext, count: number, name = 'be
        FROM ${workflows} w WHERE w.id BETWEEN $1 AND $2`,
     [ids.first, ids.last],
   );
+  const [b] = await query<{ claims: number; completions: number; admissions: number; steps: number; workflows: number }>(
+    ctx,
+    `SELECT (SELECT count(DISTINCT started_at)::int FROM ${steps} WHERE workflow_id BETWEEN $1 AND $2) AS claims,
+            (SELECT count(DISTINCT completed_at)::int FROM ${steps} WHERE workflow_id BETWEEN $1 AND $2) AS completions,
+            (SELECT count(*)::int FROM ${steps} WHERE workflow_id BETWEEN $1 AND $2 AND started_at IS NOT NULL) AS steps,
+            count(DISTINCT started_at)::int AS admissions, count(started_at)::int AS workflows
+       FROM ${workflows} WHERE id BETWEEN $1 AND $2`,
+    [ids.first, ids.last],
+  );
   const elapsedMs = r!.elapsed_ms;
   return {
+    batching: {
+      stepsPerClaim: b!.steps / Math.max(1, b!.claims),
+      stepsPerCompletion: b!.steps / Math.max(1, b!.completions),
+      workflowsPerAdmission: b!.workflows / Math.max(1, b!.admissions),
+    },
     workflows: r!.workflows,
     steps: r!.steps,
     elapsedMs,

@@ -68,7 +68,9 @@ export class CliProcess {
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
       });
     });
-    onCleanup(() => this.kill('SIGKILL'));
+    onCleanup(async () => {
+      await this.kill('SIGKILL');
+    });
   }
 
   private notify(): void {

@@ -59,6 +59,7 @@ function step(over: Partial<StepRow> & Pick<StepRow, 'name' | 'status'>): StepRo
     expires_at: null,
     readied_by: null,
     readied_at: null,
+    fanout_open: false,
     ...over,
   };
 }

@@ -373,7 +373,7 @@ describe('a daemon fed malformed flows keeps serving', () => {
         continue;
       }
       expect(wf.status).toBe('failed');
-      const error = wf.error as { code: string; issues: { path: string; message: string }[] };
+      const error = wf.error as unknown as { code: string; issues: { path: string; message: string }[] };
       expect(error.code).toBe('invalid_flow');
       expect(error.issues.length).toBeGreaterThan(0);
       for (const issue of error.issues) expect(issue).toStrictEqual({ path: expect.any(String), message: expect.stringMatching(/\w/) });

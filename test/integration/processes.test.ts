@@ -36,7 +36,7 @@ describe('executors as processes', () => {
       const [row] = await t.q(`SELECT extract(epoch FROM lease_until - started_at)::float AS s FROM stepd.workflow_steps WHERE id = $1`, [claimed.id]);
       if (row.s === null) throw new Error('the step stopped running');
       leaseS = row.s;
-      return leaseS < 5;
+      return leaseS !== null && leaseS < 5;
     }, 'the lease').catch(() => {
       throw new Error(`lease_until - started_at is ${leaseS}s; expected the step timeout (4s) + lease grace (200ms)`);
     });
