@@ -9,7 +9,8 @@
  * writes bench-results/latest.json plus a dated copy. Every schema it creates is dropped, and
  * the executor process killed, also on failure or Ctrl-C.
  *
- * Environment: BENCH_DATABASE_URL, BENCH_RUNS (default 3), BENCH_QUICK=1 (reduced sizes).
+ * Environment: BENCH_DATABASE_URL, BENCH_RUNS (default 3), BENCH_QUICK=1 (reduced sizes),
+ * BENCH_PROFILE=1 (CPU-profile the executor; see bench/settings.ts).
  */
 import { performance } from 'node:perf_hooks';
 import { runCeiling, type CeilingResult } from './bench/ceiling.js';
@@ -81,13 +82,19 @@ async function main(): Promise<void> {
     const runs: RunResult[] = [];
     for (let i = 0; i < settings.runs; i++) runs.push(await oneRun(settings, cleanup, i));
     progress(`scale: claim latency, then ${settings.sizes.scaleRows.toLocaleString('en-US')} finished rows and again`);
-    const scale: ScaleResult = await runScale({
-      url: settings.databaseUrl,
-      cleanup,
-      finishedRows: settings.sizes.scaleRows,
-      batches: settings.runs,
-      iterations: settings.claimIterations,
-    });
+    let scale: ScaleResult | undefined;
+    try {
+      scale = await runScale({
+        url: settings.databaseUrl,
+        cleanup,
+        finishedRows: settings.sizes.scaleRows,
+        batches: settings.runs,
+        iterations: settings.claimIterations,
+      });
+    } catch (err) {
+      if (cleanup.closing) throw err;
+      progress(`scale failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
     const durationSeconds = (performance.now() - benchStart) / 1000;
     const figures = computeFigures(runs, scale);
     process.stdout.write(formatReport({ figures, env, settings, runs, scale, durationSeconds }));

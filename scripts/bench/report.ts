@@ -105,7 +105,9 @@ export function formatReport(opts: {
     '  ÷ ceiling / ÷ pg-boss: stepd figure divided by the same figure of the peer in the same run (median of runs);',
     '  for rates higher is better, for times lower is better. Ceiling per transition = 1000 / (1-client transitions/s) ms.',
     '  chain hop = completed_at(i+1) − completed_at(i); handoff = started_at(i+1) − completed_at(i) (database clock).',
-    '  wake-up = the gate\'s started_at − readied_at (the readying UPDATE\'s transaction time): includes that UPDATE\'s commit.',
+    '  fan-out items/s ÷ pg-boss: against pg-boss\'s no-op jobs/s. wake-up = the gate\'s started_at − readied_at (the readying',
+    '  UPDATE\'s transaction time): includes that UPDATE\'s own commit. claim: the executor\'s claim statement (limit = its default',
+    '  concurrency) on two schemas that differ only in the finished rows, alternating claim by claim, each rolled back.',
     `  total time: ${opts.durationSeconds.toFixed(0)} s`,
     '',
   ];

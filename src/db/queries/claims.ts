@@ -17,7 +17,7 @@ export async function claimReadySteps(
     name: 'stepd_claim_ready_steps',
     text: `WITH claimed AS (
              UPDATE workflow_steps
-                SET status = 'running', started_at = now(), executor_id = $1,
+                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
                     lease_until = now() + $3 * interval '1 millisecond'
               WHERE id IN (SELECT id FROM workflow_steps
                             WHERE status = 'ready' AND ready_at <= now()
@@ -37,7 +37,7 @@ export async function extendLeasesIfRunning(
   if (leases.length === 0) return;
   await db.query({
     name: 'stepd_extend_leases_if_running',
-    text: `UPDATE workflow_steps s SET lease_until = now() + u.ms * interval '1 millisecond'
+    text: `UPDATE workflow_steps s SET updated_at = now(), lease_until = now() + u.ms * interval '1 millisecond'
              FROM unnest($2::bigint[], $3::bigint[]) AS u(id, ms)
             WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1`,
     values: [executorId, leases.map((l) => l.id), leases.map((l) => l.leaseMs)],
@@ -76,7 +76,7 @@ function finishValues(v: FinishValues): unknown[] {
 export async function finishStepIfRunning(db: Queryable, executorId: string, v: FinishValues): Promise<FinishedStep | undefined> {
   const { rows } = await db.query<FinishedStep>({
     name: 'stepd_finish_step_if_running',
-    text: `UPDATE workflow_steps SET ${FINISH_SET}
+    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
             WHERE id = $1 AND status = 'running' AND executor_id = $6 ${FINISH_RETURNING}`,
     values: [...finishValues(v), executorId],
   });
@@ -89,7 +89,7 @@ export async function finishStepsIfRunning(db: Queryable, executorId: string, va
   const { rows } = await db.query<FinishedStep>({
     name: 'stepd_finish_steps_if_running',
     text: `UPDATE workflow_steps s
-              SET status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
+              SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
                   error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
                   started_at = coalesce(s.started_at, now()), lease_until = NULL
              FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[]) AS u(id, status, result, error, args)
@@ -111,7 +111,7 @@ export async function finishStepsIfRunning(db: Queryable, executorId: string, va
 export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
   const { rows } = await db.query<FinishedStep>({
     name: 'stepd_finish_step_if_lease_expired',
-    text: `UPDATE workflow_steps SET ${FINISH_SET}
+    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
             WHERE id = $1 AND status = 'running' AND lease_until < now() ${FINISH_RETURNING}`,
     values: finishValues(v),
   });
@@ -122,7 +122,7 @@ export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): 
 export async function finishGateIfExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
   const { rows } = await db.query<FinishedStep>({
     name: 'stepd_finish_gate_if_expired',
-    text: `UPDATE workflow_steps SET ${FINISH_SET}
+    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
             WHERE id = $1 AND status = 'pending' AND expires_at < now() ${FINISH_RETURNING}`,
     values: finishValues(v),
   });
@@ -134,7 +134,7 @@ export async function releaseStepsIfRunning(db: Queryable, executorId: string, i
   if (ids.length === 0) return 0;
   const { rowCount } = await db.query({
     name: 'stepd_release_steps_if_running',
-    text: `UPDATE workflow_steps SET status = 'ready', ready_at = now(), started_at = NULL, lease_until = NULL, executor_id = NULL
+    text: `UPDATE workflow_steps SET updated_at = now(), status = 'ready', ready_at = now(), started_at = NULL, lease_until = NULL, executor_id = NULL
             WHERE id = ANY($2::bigint[]) AND status = 'running' AND executor_id = $1`,
     values: [executorId, ids],
   });
@@ -213,7 +213,7 @@ export async function claimLockedSteps(
     name: 'stepd_claim_locked_steps',
     text: `WITH claimed AS (
              UPDATE workflow_steps
-                SET status = 'running', started_at = now(), executor_id = $1,
+                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
                     lease_until = now() + $3 * interval '1 millisecond'
               WHERE id = ANY($2::bigint[]) AND status = 'ready'
           RETURNING *)

@@ -45,7 +45,7 @@ export async function getStepResult(db: Queryable, stepId: string): Promise<unkn
 export async function setFanoutOpen(db: Queryable, stepId: string, open: boolean): Promise<void> {
   await db.query({
     name: 'stepd_set_fanout_open',
-    text: `UPDATE workflow_steps SET fanout_open = $2 WHERE id = $1 AND fanout_open IS DISTINCT FROM $2`,
+    text: `UPDATE workflow_steps SET updated_at = now(), fanout_open = $2 WHERE id = $1 AND fanout_open IS DISTINCT FROM $2`,
     values: [stepId, open],
   });
 }
@@ -103,7 +103,7 @@ export async function cancelLiveSteps(db: Queryable, workflowId: string): Promis
     text: `WITH live AS (
              SELECT id, status FROM workflow_steps
               WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE)
-           UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
              FROM live WHERE s.id = live.id
            RETURNING s.id, live.status AS was`,
     values: [workflowId],
@@ -125,7 +125,7 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
            live AS (
              SELECT s.id, s.status FROM workflow_steps s JOIN tree ON tree.id = s.id
               WHERE s.status IN ('pending', 'ready', 'running') FOR UPDATE OF s)
-           UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
              FROM live WHERE s.id = live.id
            RETURNING s.id, live.status AS was`,
     values: [forkId],
@@ -137,7 +137,7 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
 export async function failForkRowIfDone(db: Queryable, forkId: string, error: ErrorData): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_fail_fork_row_if_done',
-    text: `UPDATE workflow_steps SET status = 'failed', error = $2::jsonb, fanout_open = false WHERE id = $1 AND status = 'done'`,
+    text: `UPDATE workflow_steps SET updated_at = now(), status = 'failed', error = $2::jsonb, fanout_open = false WHERE id = $1 AND status = 'done'`,
     values: [forkId, jsonParam(error)],
   });
   return rowCount === 1;

@@ -65,7 +65,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
               ORDER BY u.ord
              RETURNING id, workflow_id),
            counted AS (
-             UPDATE workflows w SET step_count = w.step_count + c.n
+             UPDATE workflows w SET updated_at = now(), step_count = w.step_count + c.n
                FROM (SELECT workflow_id, count(*) AS n FROM ins GROUP BY workflow_id) c
               WHERE w.id = c.workflow_id)
            SELECT id FROM ins ORDER BY id`,

@@ -12,7 +12,7 @@ export type AdmittedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input
 export async function admitNewWorkflows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
     name: 'stepd_admit_new_workflows',
-    text: `UPDATE workflows SET status = 'running', started_at = now()
+    text: `UPDATE workflows SET updated_at = now(), status = 'running', started_at = now()
             WHERE id IN (SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
         RETURNING id, name, flow, input, created_by, step_count`,
     values: [limit],
@@ -23,7 +23,7 @@ export async function admitNewWorkflows(db: Queryable, limit: number): Promise<A
 export async function setWorkflowDeadline(db: Queryable, workflowId: string, timeoutMs: number): Promise<void> {
   await db.query({
     name: 'stepd_set_workflow_deadline',
-    text: `UPDATE workflows SET deadline_at = now() + $2 * interval '1 millisecond' WHERE id = $1`,
+    text: `UPDATE workflows SET updated_at = now(), deadline_at = now() + $2 * interval '1 millisecond' WHERE id = $1`,
     values: [workflowId, timeoutMs],
   });
 }
@@ -55,7 +55,7 @@ export async function lockWorkflows(db: Queryable, workflowIds: string[]): Promi
 export async function completeWorkflowIfNoLiveSteps(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_complete_workflow_if_no_live_steps',
-    text: `UPDATE workflows SET status = 'completed', output = $2::jsonb, completed_at = now()
+    text: `UPDATE workflows SET updated_at = now(), status = 'completed', output = $2::jsonb, completed_at = now()
             WHERE id = $1 AND status = 'running'
               AND NOT EXISTS (SELECT 1 FROM workflow_steps
                                WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running'))`,
@@ -72,7 +72,7 @@ export async function completeWorkflowsIfNoLiveSteps(db: Queryable, ends: { work
   if (ends.length === 0) return [];
   const { rows } = await db.query<{ id: string }>({
     name: 'stepd_complete_workflows_if_no_live_steps',
-    text: `UPDATE workflows w SET status = 'completed', output = u.output, completed_at = now()
+    text: `UPDATE workflows w SET updated_at = now(), status = 'completed', output = u.output, completed_at = now()
              FROM unnest($1::bigint[], $2::jsonb[]) AS u(id, output)
             WHERE w.id = u.id AND w.status = 'running'
               AND NOT EXISTS (SELECT 1 FROM workflow_steps s
@@ -98,11 +98,11 @@ export async function endWorkflowCancellingLiveSteps(
              SELECT id, status FROM workflow_steps
               WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE),
            cancelled AS (
-             UPDATE workflow_steps s SET status = 'cancelled', completed_at = now(), lease_until = NULL
+             UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
                FROM live WHERE s.id = live.id
              RETURNING s.id, live.status AS was),
            ended AS (
-             UPDATE workflows SET status = $2,
+             UPDATE workflows SET updated_at = now(), status = $2,
                     output = CASE WHEN $2 = 'completed' THEN $3::jsonb END,
                     error = CASE WHEN $2 = 'failed' THEN $4::jsonb END,
                     completed_at = now(), started_at = coalesce(started_at, now())
@@ -133,7 +133,7 @@ export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Prom
 export async function completeWorkflowIfRunning(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_complete_workflow_if_running',
-    text: `UPDATE workflows SET status = 'completed', output = $2::jsonb, completed_at = now()
+    text: `UPDATE workflows SET updated_at = now(), status = 'completed', output = $2::jsonb, completed_at = now()
             WHERE id = $1 AND status = 'running'`,
     values: [workflowId, jsonParam(output ?? null)],
   });
@@ -143,7 +143,7 @@ export async function completeWorkflowIfRunning(db: Queryable, workflowId: strin
 export async function failWorkflowIfActive(db: Queryable, workflowId: string, error: ErrorData): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_fail_workflow_if_active',
-    text: `UPDATE workflows SET status = 'failed', error = $2::jsonb, completed_at = now(),
+    text: `UPDATE workflows SET updated_at = now(), status = 'failed', error = $2::jsonb, completed_at = now(),
                   started_at = coalesce(started_at, now())
             WHERE id = $1 AND status IN ('new', 'running')`,
     values: [workflowId, jsonParam(error)],
