@@ -106,10 +106,10 @@ async function main(): Promise<void> {
       figures,
       scale,
       runs,
-    }, env.date);
-    process.stdout.write(`  wrote ${files.latest} and ${files.dated}\n`);
+    }, env.date, !settings.quick && settings.profileDir === undefined);
+    process.stdout.write(`  wrote ${files.join(' and ')}${files.length === 1 ? ' (latest.json is only written by full, unprofiled runs)' : ''}\n`);
     const warnings = runs.flatMap((r) => r.stepd.executorLog);
-    if (warnings.length > 0) progress(`the executor logged ${warnings.length} warning/error line(s); see runs[].stepd.executorLog in ${files.latest}`);
+    if (warnings.length > 0) progress(`the executor logged ${warnings.length} warning/error line(s); see runs[].stepd.executorLog in ${files[0]}`);
   } finally {
     await cleanup.runAll();
   }

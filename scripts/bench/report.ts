@@ -114,12 +114,14 @@ export function formatReport(opts: {
   return lines.join('\n');
 }
 
-export function writeResults(outDir: string, result: unknown, date: string): { latest: string; dated: string } {
+/** Writes the dated file, and latest.json unless `updateLatest` is false (a quick or profiled run). */
+export function writeResults(outDir: string, result: unknown, date: string, updateLatest: boolean): string[] {
   mkdirSync(outDir, { recursive: true });
-  const latest = path.join(outDir, 'latest.json');
   const dated = path.join(outDir, `bench-${date.replace(/[:.]/g, '-')}.json`);
   const json = `${JSON.stringify(result, null, 2)}\n`;
-  writeFileSync(latest, json);
   writeFileSync(dated, json);
-  return { latest, dated };
+  if (!updateLatest) return [dated];
+  const latest = path.join(outDir, 'latest.json');
+  writeFileSync(latest, json);
+  return [latest, dated];
 }

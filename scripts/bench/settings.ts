@@ -1,8 +1,8 @@
 /**
  * What the benchmark runs, read once from the environment:
  *   BENCH_DATABASE_URL  PostgreSQL to use (default: the `test` database on 127.0.0.1:5432)
- *   BENCH_RUNS          how many times each scenario runs (default 3)
- *   BENCH_QUICK=1       reduced sizes, for a smoke test
+ *   BENCH_RUNS          how many times each scenario runs (default 3; 1 with BENCH_QUICK)
+ *   BENCH_QUICK=1       reduced sizes, for a smoke test (does not replace bench-results/latest.json)
  *   BENCH_PROFILE=1     run the executor under `node --cpu-prof` (profiles in bench-results/profiles;
  *                       a diagnostic: the figures of such a run are not comparable)
  */
