@@ -46,7 +46,7 @@ export interface TxResult {
   claimed: CreatedClaim[];
 }
 
-const EMPTY: TxResult = { cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] };
+const empty = (): TxResult => ({ cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] });
 
 export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
 
@@ -71,14 +71,14 @@ function isUnstorableJson(err: unknown): boolean {
  * cannot store (a NUL character in a result) fails its attempt with `invalid_result`.
  */
 export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
-  if (inputs.length === 0) return EMPTY;
+  if (inputs.length === 0) return empty();
   try {
     return await finishBatch(deps, inputs, claim);
   } catch (err) {
     if (isRetryablePgError(err)) throw err;
     if (inputs.length > 1) {
       deps.log.warn({ err, count: inputs.length }, 'recording a batch of outcomes failed; recording them one by one');
-      const merged: TxResult = { cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] };
+      const merged = empty();
       for (const input of inputs) {
         const r = await finishSteps(deps, [input], claim);
         merged.cancelledRunning.push(...r.cancelledRunning);
@@ -112,58 +112,71 @@ function finishValues(input: FinishInput): FinishValues {
 }
 
 async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  return inWriterTransaction(deps, claim, async (client, w) => {
+    const sorted = [...inputs].sort((a, b) => Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId)));
+    const locked = await lockWorkflows(client, [...new Set(sorted.map((i) => i.workflowId))]);
+    const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
+    if (runningIds.length === 0) return empty();
+    for (const l of locked) w.setStepCount(l.id, l.step_count);
+    const infos = await deps.cache.load(client, runningIds);
+    const live = sorted.filter((i) => infos.has(i.workflowId));
+
+    // The first outcome of each workflow is recorded for all workflows in one statement. A
+    // further outcome of the same workflow is recorded only when its turn comes: until then its
+    // step must still count as live, or a join could be created before its branch moved on.
+    const finished = new Map<string, FinishedStep>();
+    const seen = new Set<string>();
+    const first = live.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
+    for (const row of await finishStepsIfRunning(client, deps.executorId, first.map(finishValues))) finished.set(row.id, row);
+    const firstIds = new Set(first.map((i) => i.stepId));
+    const finishLater = async (i: FinishInput): Promise<FinishedStep | undefined> => {
+      if (i.guard === 'running') return (await finishStepsIfRunning(client, deps.executorId, [finishValues(i)]))[0];
+      if (i.guard === 'lease-expired') return finishStepIfLeaseExpired(client, finishValues(i));
+      return finishGateIfExpired(client, finishValues(i));
+    };
+
+    const advances = new Map<string, Advance>();
+    for (const i of live) {
+      if (!firstIds.has(i.stepId)) {
+        const later = await finishLater(i);
+        if (later) finished.set(later.id, later);
+      }
+      const row = finished.get(i.stepId);
+      if (!row) continue;
+      let advance = advances.get(i.workflowId);
+      if (!advance) advances.set(i.workflowId, (advance = new Advance(client, deps, infos.get(i.workflowId)!, w)));
+      await advance.afterOutcome(
+        { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index },
+        i.outcome,
+      );
+    }
+    await w.finish(deps.emitEvents);
+    for (const [id, a] of advances) if (a.ended) deps.cache.forget(id);
+    return {
+      cancelledRunning: w.cancelledRunning,
+      recorded: new Set(finished.keys()),
+      createdWork: w.readyNow,
+      claimed: w.claimed,
+      ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+    };
+  });
+}
+
+/**
+ * Runs `fn` in a transaction with a fresh TxWriter. If the transaction fails, the limits and
+ * slots reserved for steps it claimed as it created them are given back.
+ */
+async function inWriterTransaction<T>(
+  deps: TxDeps,
+  claim: ClaimOnCreate | undefined,
+  fn: (client: pg.PoolClient, w: TxWriter) => Promise<T>,
+): Promise<T> {
   let writer: TxWriter | undefined;
   const slotsBefore = claim?.slots;
   try {
     return await withTransaction(deps.pool, async (client) => {
-      const w = new TxWriter(client, deps.schema, claim);
-      writer = w;
-      const sorted = [...inputs].sort((a, b) => Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId)));
-      const locked = await lockWorkflows(client, [...new Set(sorted.map((i) => i.workflowId))]);
-      const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
-      if (runningIds.length === 0) return EMPTY;
-      for (const l of locked) w.setStepCount(l.id, l.step_count);
-      const infos = await deps.cache.load(client, runningIds);
-      const live = sorted.filter((i) => infos.has(i.workflowId));
-
-      // The first outcome of each workflow is recorded for all workflows in one statement. A
-      // further outcome of the same workflow is recorded only when its turn comes: until then its
-      // step must still count as live, or a join could be created before its branch moved on.
-      const finished = new Map<string, FinishedStep>();
-      const seen = new Set<string>();
-      const first = live.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
-      for (const row of await finishStepsIfRunning(client, deps.executorId, first.map(finishValues))) finished.set(row.id, row);
-      const firstIds = new Set(first.map((i) => i.stepId));
-      const finishLater = async (i: FinishInput): Promise<FinishedStep | undefined> => {
-        if (i.guard === 'running') return (await finishStepsIfRunning(client, deps.executorId, [finishValues(i)]))[0];
-        if (i.guard === 'lease-expired') return finishStepIfLeaseExpired(client, finishValues(i));
-        return finishGateIfExpired(client, finishValues(i));
-      };
-
-      const advances = new Map<string, Advance>();
-      for (const i of live) {
-        if (!firstIds.has(i.stepId)) {
-          const later = await finishLater(i);
-          if (later) finished.set(later.id, later);
-        }
-        const row = finished.get(i.stepId);
-        if (!row) continue;
-        let advance = advances.get(i.workflowId);
-        if (!advance) advances.set(i.workflowId, (advance = new Advance(client, deps, infos.get(i.workflowId)!, w)));
-        await advance.afterOutcome(
-          { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index },
-          i.outcome,
-        );
-      }
-      await w.finish(deps.emitEvents);
-      for (const [id, a] of advances) if (a.ended) deps.cache.forget(id);
-      return {
-        cancelledRunning: w.cancelledRunning,
-        recorded: new Set(finished.keys()),
-        createdWork: w.readyNow,
-        claimed: w.claimed,
-        ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
-      };
+      writer = new TxWriter(client, deps.schema, claim);
+      return fn(client, writer);
     });
   } catch (err) {
     writer?.releaseClaims();
@@ -171,6 +184,7 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
     throw err;
   }
 }
+
 
 function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData {
   const { retryAfterMs: _ignored, ...rest } = error;
@@ -230,30 +244,20 @@ async function admitBatch(
   claim: ClaimOnCreate | undefined,
   onRow?: (row: AdmittedWorkflow) => void,
 ): Promise<Admission> {
-  let writer: TxWriter | undefined;
-  const slotsBefore = claim?.slots;
-  try {
-    return await withTransaction(deps.pool, async (client) => {
-      const w = new TxWriter(client, deps.schema, claim);
-      writer = w;
-      const rows = await admitNewWorkflows(client, limit);
-      for (const row of rows) {
-        onRow?.(row);
-        await admitOne(deps, client, row, w);
-      }
-      await w.finish(deps.emitEvents);
-      return {
-        admitted: rows.length,
-        claimed: w.claimed,
-        readyNow: w.readyNow,
-        ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
-      };
-    });
-  } catch (err) {
-    writer?.releaseClaims();
-    if (claim && slotsBefore !== undefined) claim.slots = slotsBefore;
-    throw err;
-  }
+  return inWriterTransaction(deps, claim, async (client, w) => {
+    const rows = await admitNewWorkflows(client, limit);
+    for (const row of rows) {
+      onRow?.(row);
+      await admitOne(deps, client, row, w);
+    }
+    await w.finish(deps.emitEvents);
+    return {
+      admitted: rows.length,
+      claimed: w.claimed,
+      readyNow: w.readyNow,
+      ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+    };
+  });
 }
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
@@ -281,7 +285,7 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkfl
 export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Promise<TxResult> {
   return withTransaction(deps.pool, async (client) => {
     const [locked] = await lockWorkflows(client, [workflowId]);
-    if (!locked || locked.status !== 'running') return EMPTY;
+    if (!locked || locked.status !== 'running') return empty();
     const error = { code: 'deadline', message: 'workflow ran past its timeout' };
     const cancelledRunning = await endWorkflowCancellingLiveSteps(client, workflowId, { status: 'failed', error });
     deps.cache.forget(workflowId);
@@ -291,6 +295,6 @@ export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Pro
       ]);
     }
     deps.log.info({ workflowId, error }, 'workflow failed');
-    return { ...EMPTY, cancelledRunning, recorded: new Set([workflowId]) };
+    return { ...empty(), cancelledRunning, recorded: new Set([workflowId]) };
   });
 }
