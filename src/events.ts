@@ -66,3 +66,24 @@ export function parseEvent(payload: string): StepdEvent | undefined {
     return undefined;
   }
 }
+
+/** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; stay well under it. */
+const MAX_PAYLOAD_BYTES = 7_000;
+
+/**
+ * An event as a NOTIFY payload. The error of a failed step is reduced to its code and message
+ * (its details may hold a whole response body), and cut further if it is still too long: an
+ * event never makes the transition that announces it fail.
+ */
+export function eventPayload(event: StepdEvent): string {
+  const slim: StepdEvent = event.error ? { ...event, error: { code: event.error.code, message: event.error.message } } : event;
+  let text = JSON.stringify(slim);
+  if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES && slim.error) {
+    text = JSON.stringify({ ...slim, error: { code: slim.error.code, message: `${slim.error.message.slice(0, 1_000)}…` } });
+  }
+  if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) {
+    const { error: _e, ...rest } = slim;
+    text = JSON.stringify(rest);
+  }
+  return text;
+}

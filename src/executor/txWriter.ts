@@ -8,7 +8,7 @@
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
 import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type ClaimedStep, type NewStep, type Queryable } from '../db/queries.js';
-import { EVENTS_CHANNEL, type StepdEvent } from '../events.js';
+import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
 export interface ClaimOnCreate {
@@ -155,7 +155,7 @@ export class TxWriter {
         e.done(completed.has(id));
       }
     }
-    if (emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map((e) => JSON.stringify(e)));
+    if (emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map(eventPayload));
   }
 
   /** After a rollback: give back every limit reserved for steps claimed on creation. */

@@ -1,0 +1,44 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { EVENTS_CHANNEL, parseEvent, type StepdEvent } from '../../src/events.js';
+import { createTestSchema, insertWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+
+async function listen(t: TestSchema): Promise<StepdEvent[]> {
+  const client = new pg.Client({ connectionString: t.url });
+  await client.connect();
+  onCleanup(() => client.end());
+  const events: StepdEvent[] = [];
+  client.on('notification', (msg) => {
+    const e = msg.payload ? parseEvent(msg.payload) : undefined;
+    if (e && e.schema === t.schema) events.push(e);
+  });
+  await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+  return events;
+}
+
+describe('lifecycle events', () => {
+  it('announces every transition of a workflow in order, after commit', async () => {
+    const t = await createTestSchema();
+    const events = await listen(t);
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', args: { x: 1 }, next: 'b' }, b: { tool: 'core.noop' } } });
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    await waitFor(() => events.some((e) => e.type === 'workflow.completed'), 'workflow.completed');
+    const mine = events.filter((e) => e.workflowId === id).map((e) => `${e.type}${e.step ? `:${e.step}` : ''}`);
+    expect(mine).toEqual(['workflow.started', 'step.started:a', 'step.done:a', 'step.started:b', 'step.done:b', 'workflow.completed']);
+  });
+
+  it('fails a step whose error is larger than a NOTIFY payload like any other, announcing it trimmed', async () => {
+    const t = await createTestSchema();
+    const events = await listen(t);
+    await startExecutor(t);
+    const message = 'x'.repeat(20_000);
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { message } } } });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    expect(wf.error?.message).toBe(message);
+    const failed = await waitFor(() => events.find((e) => e.type === 'step.failed' && e.workflowId === id), 'the step.failed event');
+    expect(failed.error?.code).toBe('failed');
+    expect(failed.error!.message.length).toBeLessThan(message.length);
+  });
+});
