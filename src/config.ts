@@ -6,7 +6,7 @@ import os from 'node:os';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { parseDuration } from './flow/duration.js';
-import { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './executor/executor.js';
+import { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './executor/options.js';
 
 export const DEFAULT_SCHEMA = 'stepd';
 

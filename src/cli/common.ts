@@ -8,7 +8,8 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { assertSchemaName, createKysely, createPool } from '../db/connect.js';
+import { databaseUrlFrom, schemaFrom } from '../config.js';
+import { createKysely, createPool } from '../db/connect.js';
 import { findEmbeddedPostgres } from '../db/embedded.js';
 import { hasStepdTables } from '../db/reads.js';
 import type { Database } from '../db/tables.js';
@@ -47,7 +48,6 @@ export class CliError extends Error {
 }
 
 export const DEFAULT_DATA_DIR = '.stepd';
-const DEFAULT_SCHEMA = 'stepd';
 
 export interface DatabaseFlags {
   databaseUrl?: string;
@@ -105,18 +105,9 @@ export async function resolveTarget(flags: DatabaseFlags): Promise<Target> {
   return { url: running.url, schema, embeddedDir: dataDir };
 }
 
-/**
- * --database-url, else DATABASE_URL; undefined means the embedded server. (The same rules as
- * config.ts, which client commands do not import: it loads the whole executor.)
- */
-export function databaseUrlFrom(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const url = flag ?? env.DATABASE_URL;
-  return url && url.trim() ? url.trim() : undefined;
-}
-
 function schemaOrFail(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   try {
-    return assertSchemaName(flag ?? env.STEPD_SCHEMA ?? DEFAULT_SCHEMA);
+    return schemaFrom(flag, env);
   } catch (err) {
     throw new CliError(errorMessage(err), EXIT.invalid);
   }

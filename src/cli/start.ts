@@ -9,7 +9,8 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js'
 import { migrate } from '../db/migrate.js';
 import type { Executor } from '../executor/executor.js';
 import { createLogger, type Logger } from '../logger.js';
-import { CliError, EXIT, dataDirFrom, databaseUrlFrom, isConnectionError, out, toCliError } from './common.js';
+import { databaseUrlFrom } from '../config.js';
+import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
 
 export function registerStart(program: Command): void {

@@ -27,34 +27,8 @@ import { claimSteps } from './claimSteps.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
-export interface ExecutorOptions {
-  databaseUrl: string;
-  schema: string;
-  executorId: string;
-  /** Steps run at once by this executor. */
-  concurrency: number;
-  /** Fallback poll when no wake-up arrives. */
-  pollIntervalMs: number;
-  watchdogIntervalMs: number;
-  /** Added to a step's timeout to make its lease. */
-  leaseGraceMs: number;
-  /** How long a graceful stop waits for running steps before aborting them. */
-  shutdownGraceMs: number;
-  /** New workflows admitted per transaction. */
-  admitBatch: number;
-  emitEvents: boolean;
-  poolSize?: number;
-}
-
-export const DEFAULT_EXECUTOR_OPTIONS = {
-  concurrency: 64,
-  pollIntervalMs: 1_000,
-  watchdogIntervalMs: 5_000,
-  leaseGraceMs: 30_000,
-  shutdownGraceMs: 30_000,
-  admitBatch: 100,
-  emitEvents: true,
-} as const;
+export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
+import type { ExecutorOptions } from './options.js';
 
 export interface ExecutorDeps {
   log: Logger;

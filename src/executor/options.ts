@@ -1,0 +1,30 @@
+/** The executor's settings and their defaults (the defaults a user gets are the fast ones). */
+
+export interface ExecutorOptions {
+  databaseUrl: string;
+  schema: string;
+  executorId: string;
+  /** Steps run at once by this executor. */
+  concurrency: number;
+  /** Fallback poll when no wake-up arrives. */
+  pollIntervalMs: number;
+  watchdogIntervalMs: number;
+  /** Added to a step's timeout to make its lease. */
+  leaseGraceMs: number;
+  /** How long a graceful stop waits for running steps before aborting them. */
+  shutdownGraceMs: number;
+  /** New workflows admitted per transaction. */
+  admitBatch: number;
+  emitEvents: boolean;
+  poolSize?: number;
+}
+
+export const DEFAULT_EXECUTOR_OPTIONS = {
+  concurrency: 64,
+  pollIntervalMs: 1_000,
+  watchdogIntervalMs: 5_000,
+  leaseGraceMs: 30_000,
+  shutdownGraceMs: 30_000,
+  admitBatch: 100,
+  emitEvents: true,
+} as const;
