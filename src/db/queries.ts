@@ -1,6 +1,6 @@
 /**
  * Every runtime statement of the executor, each a named function whose name says its guard
- * (`finishStepIfRunning`, `completeWorkflowIfRunning`), grouped by concern in src/db/queries/.
+ * (`finishStepsIfRunning`, `completeWorkflowsIfNoLiveSteps`), grouped by concern in src/db/queries/.
  */
 export * from './queries/common.js';
 export * from './queries/workflows.js';

@@ -72,17 +72,6 @@ function finishValues(v: FinishValues): unknown[] {
   return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
 }
 
-/** Finishes a step this executor is running; a late or duplicate result finds no row. */
-export async function finishStepIfRunning(db: Queryable, executorId: string, v: FinishValues): Promise<FinishedStep | undefined> {
-  const { rows } = await db.query<FinishedStep>({
-    name: 'stepd_finish_step_if_running',
-    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
-            WHERE id = $1 AND status = 'running' AND executor_id = $6 ${FINISH_RETURNING}`,
-    values: [...finishValues(v), executorId],
-  });
-  return rows[0];
-}
-
 /** Finishes many steps this executor is running, in one statement; late results find no row. */
 export async function finishStepsIfRunning(db: Queryable, executorId: string, values: FinishValues[]): Promise<FinishedStep[]> {
   if (values.length === 0) return [];

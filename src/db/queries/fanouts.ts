@@ -87,30 +87,6 @@ export async function getFanoutOutcomes(db: Queryable, forkId: string): Promise<
   return rows;
 }
 
-export async function countLiveSteps(db: Queryable, workflowId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>({
-    name: 'stepd_count_live_steps',
-    text: `SELECT count(*)::int AS n FROM workflow_steps WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running')`,
-    values: [workflowId],
-  });
-  return rows[0]?.n ?? 0;
-}
-
-/** Cancels every live step of a workflow; returns the ids of those that were running. */
-export async function cancelLiveSteps(db: Queryable, workflowId: string): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>({
-    name: 'stepd_cancel_live_steps',
-    text: `WITH live AS (
-             SELECT id, status FROM workflow_steps
-              WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE)
-           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
-             FROM live WHERE s.id = live.id
-           RETURNING s.id, live.status AS was`,
-    values: [workflowId],
-  });
-  return (rows as unknown as { id: string; was: string }[]).filter((r) => r.was === 'running').map((r) => r.id);
-}
-
 /**
  * Cancels the live steps below a fork row (its branches and theirs, at any depth); returns the
  * ids of those that were running.

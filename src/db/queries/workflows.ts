@@ -30,16 +30,6 @@ export async function setWorkflowDeadline(db: Queryable, workflowId: string, tim
 
 export type LockedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'input' | 'status' | 'created_by' | 'step_count'>;
 
-/** Locks the workflow row: every transition of one workflow runs under this lock. */
-export async function lockWorkflow(db: Queryable, workflowId: string): Promise<LockedWorkflow | undefined> {
-  const { rows } = await db.query<LockedWorkflow>({
-    name: 'stepd_lock_workflow',
-    text: `SELECT id, name, input, status, created_by, step_count FROM workflows WHERE id = $1 FOR UPDATE`,
-    values: [workflowId],
-  });
-  return rows[0];
-}
-
 /** Locks several workflow rows in id order (so concurrent batches never deadlock). */
 export async function lockWorkflows(db: Queryable, workflowIds: string[]): Promise<LockedWorkflow[]> {
   const { rows } = await db.query<LockedWorkflow>({
@@ -49,19 +39,6 @@ export async function lockWorkflows(db: Queryable, workflowIds: string[]): Promi
     values: [workflowIds],
   });
   return rows;
-}
-
-/** Completes a running workflow only if none of its steps is live: the end of its last chain. */
-export async function completeWorkflowIfNoLiveSteps(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
-  const { rowCount } = await db.query({
-    name: 'stepd_complete_workflow_if_no_live_steps',
-    text: `UPDATE workflows SET updated_at = now(), status = 'completed', output = $2::jsonb, completed_at = now()
-            WHERE id = $1 AND status = 'running'
-              AND NOT EXISTS (SELECT 1 FROM workflow_steps
-                               WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running'))`,
-    values: [workflowId, jsonParam(output ?? null)],
-  });
-  return rowCount === 1;
 }
 
 /**
@@ -128,16 +105,6 @@ export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Prom
     values: [ids],
   });
   return rows;
-}
-
-export async function completeWorkflowIfRunning(db: Queryable, workflowId: string, output: unknown): Promise<boolean> {
-  const { rowCount } = await db.query({
-    name: 'stepd_complete_workflow_if_running',
-    text: `UPDATE workflows SET updated_at = now(), status = 'completed', output = $2::jsonb, completed_at = now()
-            WHERE id = $1 AND status = 'running'`,
-    values: [workflowId, jsonParam(output ?? null)],
-  });
-  return rowCount === 1;
 }
 
 export async function failWorkflowIfActive(db: Queryable, workflowId: string, error: ErrorData): Promise<boolean> {
