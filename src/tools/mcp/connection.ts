@@ -112,7 +112,7 @@ export class McpConnection {
   }
 
   async #connect(): Promise<Session> {
-    const { name, server, clientInfo, connectTimeoutMs } = this.#opts;
+    const { name, clientInfo, connectTimeoutMs } = this.#opts;
     const id = this.#nextId++;
     const log = this.#log.child({ server: name, session: id });
     const client = new Client(clientInfo, { capabilities: {} });
