@@ -49,6 +49,8 @@ export interface StepRow {
   readied_at: Date | null;
   /** Executor bookkeeping: this row fanned out and its fan-out has not settled. */
   fanout_open: boolean;
+  /** Executor bookkeeping: on a retry, the id of the step's first attempt. */
+  first_attempt_id: string | null;
 }
 
 /** Kysely's view of the schema, for read-side queries (CLI, status). */

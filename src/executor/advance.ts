@@ -49,6 +49,8 @@ export interface Origin extends Position {
   name: string;
   attempt: number;
   args: unknown;
+  /** On a retry row: its step's first attempt. */
+  firstAttemptId?: string | null;
 }
 
 export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } };
@@ -131,6 +133,7 @@ export class Advance {
           status: 'ready',
           attempt: origin.attempt + 1,
           readyInMs: decision.delayMs,
+          firstAttemptId: origin.firstAttemptId ?? origin.id,
           ...pos,
         });
       case 'parallel': {

@@ -146,7 +146,7 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
       let advance = advances.get(i.workflowId);
       if (!advance) advances.set(i.workflowId, (advance = new Advance(client, deps, infos.get(i.workflowId)!, w)));
       await advance.afterOutcome(
-        { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index },
+        { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index, firstAttemptId: row.first_attempt_id },
         i.outcome,
       );
     }

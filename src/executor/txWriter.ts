@@ -191,6 +191,7 @@ export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
     readied_by: null,
     readied_at: null,
     fanout_open: false,
+    first_attempt_id: s.firstAttemptId ?? null,
     created_by: c.user,
   };
 }

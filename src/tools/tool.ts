@@ -10,7 +10,7 @@ export interface ToolContext {
   attempt: number;
   /** The workflow's created_by: the user the step runs as. */
   user: string | null;
-  /** Unique per step row (attempt): `${workflowId}:${stepName}:${stepId}`; tools use it to drop duplicate deliveries. */
+  /** The same on every attempt of one step (`${workflowId}:${stepName}:${firstAttemptId}`): tools use it to skip work a lost attempt already did. */
   idempotencyKey: string;
   /** Aborted on step timeout, cancellation of the workflow, or forced shutdown. */
   signal: AbortSignal;

@@ -60,6 +60,7 @@ function step(over: Partial<StepRow> & Pick<StepRow, 'name' | 'status'>): StepRo
     readied_by: null,
     readied_at: null,
     fanout_open: false,
+    first_attempt_id: null,
     ...over,
   };
 }

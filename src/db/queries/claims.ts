@@ -53,12 +53,13 @@ export interface FinishedStep {
   item_index: number | null;
   args: unknown;
   result: unknown;
+  first_attempt_id: string | null;
 }
 
 const FINISH_SET = `status = $2, result = CASE WHEN $2 = 'done' THEN $3::jsonb ELSE result END,
                     error = $4::jsonb, args = coalesce($5::jsonb, args), completed_at = now(),
                     started_at = coalesce(started_at, now()), lease_until = NULL`;
-const FINISH_RETURNING = `RETURNING id, workflow_id, name, attempt, fanout_id, item_index, args, result`;
+const FINISH_RETURNING = `RETURNING id, workflow_id, name, attempt, fanout_id, item_index, args, result, first_attempt_id`;
 
 export interface FinishValues {
   id: string;
@@ -83,7 +84,7 @@ export async function finishStepsIfRunning(db: Queryable, executorId: string, va
                   started_at = coalesce(s.started_at, now()), lease_until = NULL
              FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[]) AS u(id, status, result, error, args)
             WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
-        RETURNING s.id, s.workflow_id, s.name, s.attempt, s.fanout_id, s.item_index, s.args, s.result`,
+        RETURNING s.id, s.workflow_id, s.name, s.attempt, s.fanout_id, s.item_index, s.args, s.result, s.first_attempt_id`,
     values: [
       executorId,
       values.map((v) => v.id),

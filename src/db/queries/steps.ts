@@ -29,6 +29,8 @@ export interface NewStep {
   leaseMs?: number;
   /** A fork row created with its fan-out in progress. */
   fanoutOpen?: boolean;
+  /** A retry: the id of the step's first attempt. */
+  firstAttemptId?: string;
 }
 
 /**
@@ -44,7 +46,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
     text: `WITH ins AS (
              INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
                                          expires_at, result, error, started_at, completed_at, executor_id, lease_until,
-                                         fanout_open)
+                                         fanout_open, first_attempt_id)
              SELECT u.workflow_id, u.name, u.tool, u.args, u.status, u.attempt,
                     CASE WHEN u.status IN ('ready', 'running')
                          THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
@@ -55,13 +57,13 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
                     CASE WHEN u.status IN ('done', 'failed') THEN now() END,
                     u.executor_id,
                     CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END,
-                    u.fanout_open
+                    u.fanout_open, u.first_attempt_id
                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[],
                            $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[],
-                           $14::text[], $15::bigint[], $16::boolean[])
+                           $14::text[], $15::bigint[], $16::boolean[], $17::bigint[])
                     WITH ORDINALITY
                     AS u(workflow_id, name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index,
-                         expires_in, result, error, executor_id, lease_ms, fanout_open, ord)
+                         expires_in, result, error, executor_id, lease_ms, fanout_open, first_attempt_id, ord)
               ORDER BY u.ord
              RETURNING id, workflow_id),
            counted AS (
@@ -86,6 +88,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
       col((s) => s.executorId ?? null),
       col((s) => (s.leaseMs === undefined ? null : Math.round(s.leaseMs))),
       col((s) => s.fanoutOpen === true),
+      col((s) => s.firstAttemptId ?? null),
     ],
   });
   return rows.map((r) => r.id);
