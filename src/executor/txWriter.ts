@@ -7,7 +7,7 @@
  * When the executor has free slots, a step that is ready at once is created already claimed
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
-import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type ClaimedStep, type NewStep, type Queryable } from '../db/queries.js';
+import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type ClaimedStep, type NewStep, type Queryable, type StepNotify } from '../db/queries.js';
 import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
@@ -102,10 +102,10 @@ export class TxWriter {
     return id!;
   }
 
-  async flush(): Promise<void> {
+  async flush(notify?: StepNotify): Promise<void> {
     if (this.queued.length === 0) return;
     const batch = this.queued.splice(0, this.queued.length);
-    const ids = await insertSteps(this.db, batch.map((q) => q.step));
+    const ids = await insertSteps(this.db, batch.map((q) => q.step), notify);
     for (const { step } of batch) {
       if (step.status !== 'ready') continue;
       const delay = step.readyAt !== undefined ? step.readyAt.getTime() - Date.now() : (step.readyInMs ?? 0);
@@ -116,6 +116,8 @@ export class TxWriter {
       if (!q.claim) return;
       const id = ids[i]!;
       this.claimed.push({ step: q.step, id, user: q.claim.user, release: q.claim.release });
+      // Announced by the insert statement itself when it carried the events.
+      if (notify) return;
       this.events.push({
         type: 'step.started',
         schema: this.schema,
@@ -145,6 +147,12 @@ export class TxWriter {
 
   /** Flushes rows, completes idle workflows and NOTIFYs the events: the last statements before COMMIT. */
   async finish(emitEvents: boolean): Promise<void> {
+    if (emitEvents && this.queued.length > 0 && this.ends.size === 0) {
+      // The common chain case: the rows and every event go out in one statement.
+      const payloads = this.events.splice(0, this.events.length).map(eventPayload);
+      await this.flush({ channel: EVENTS_CHANNEL, payloads, startedSchema: this.schema });
+      return;
+    }
     await this.flush();
     if (this.ends.size > 0) {
       const ends = [...this.ends];

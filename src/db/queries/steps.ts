@@ -34,11 +34,21 @@ export interface NewStep {
 }
 
 /**
+ * Events to NOTIFY in the same statement that inserts steps (saving a round trip): `payloads` in
+ * order, then, with `startedSchema`, a `step.started` event for each step inserted running.
+ */
+export interface StepNotify {
+  channel: string;
+  payloads: string[];
+  startedSchema: string | null;
+}
+
+/**
  * Inserts step rows (of any number of workflows) in one statement and counts them against
  * each workflow's budget. Returns the new ids in input order: rows are inserted in ordinal
  * order, so their identity values ascend with it.
  */
-export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<string[]> {
+export async function insertSteps(db: Queryable, steps: NewStep[], notify?: StepNotify): Promise<string[]> {
   if (steps.length === 0) return [];
   const col = <T>(f: (s: NewStep) => T) => steps.map(f);
   const { rows } = await db.query<{ id: string }>({
@@ -65,12 +75,21 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
                     AS u(workflow_id, name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index,
                          expires_in, result, error, executor_id, lease_ms, fanout_open, first_attempt_id, ord)
               ORDER BY u.ord
-             RETURNING id, workflow_id),
+             RETURNING id, workflow_id, name, attempt, item_index, status),
            counted AS (
              UPDATE workflows w SET updated_at = now(), step_count = w.step_count + c.n
                FROM (SELECT workflow_id, count(*) AS n FROM ins GROUP BY workflow_id) c
-              WHERE w.id = c.workflow_id)
-           SELECT id FROM ins ORDER BY id`,
+              WHERE w.id = c.workflow_id),
+           events AS (
+             SELECT 1 AS grp, e.ord AS ord, e.payload FROM unnest($19::text[]) WITH ORDINALITY AS e(payload, ord)
+             UNION ALL
+             SELECT 2, i.id, jsonb_strip_nulls(jsonb_build_object(
+                      'type', 'step.started', 'schema', $20::text, 'workflowId', i.workflow_id::text,
+                      'stepId', i.id::text, 'step', i.name, 'attempt', i.attempt, 'itemIndex', i.item_index,
+                      'at', now()))::text
+               FROM ins i WHERE i.status = 'running' AND $20::text IS NOT NULL),
+           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($18, payload) FROM events ORDER BY grp, ord) x)
+           SELECT id, (SELECT n FROM sent) AS notified FROM ins ORDER BY id`,
     values: [
       col((s) => s.workflowId),
       col((s) => s.name),
@@ -89,6 +108,9 @@ export async function insertSteps(db: Queryable, steps: NewStep[]): Promise<stri
       col((s) => (s.leaseMs === undefined ? null : Math.round(s.leaseMs))),
       col((s) => s.fanoutOpen === true),
       col((s) => s.firstAttemptId ?? null),
+      notify?.channel ?? 'stepd_events',
+      notify?.payloads ?? [],
+      notify?.startedSchema ?? null,
     ],
   });
   return rows.map((r) => r.id);
