@@ -15,6 +15,7 @@ import {
   finishStepIfLeaseExpired,
   finishStepsIfRunning,
   lockWorkflows,
+  lockWorkflowsAndFinishSteps,
   notifyEvents,
   setWorkflowDeadline,
   type AdmittedWorkflow,
@@ -114,20 +115,24 @@ function finishValues(input: FinishInput): FinishValues {
 async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
   return inWriterTransaction(deps, claim, async (client, w) => {
     const sorted = [...inputs].sort((a, b) => Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId)));
-    const locked = await lockWorkflows(client, [...new Set(sorted.map((i) => i.workflowId))]);
+    // The first outcome of each workflow is recorded for all workflows in one statement, which
+    // also locks the workflow rows. A further outcome of the same workflow is recorded only when
+    // its turn comes: until then its step must still count as live, or a join could be created
+    // before its branch moved on.
+    const seen = new Set<string>();
+    const first = sorted.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
+    const { workflows: locked, finished: firstRows } = await lockWorkflowsAndFinishSteps(
+      client,
+      deps.executorId,
+      [...new Set(sorted.map((i) => i.workflowId))],
+      first.map(finishValues),
+    );
     const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
     if (runningIds.length === 0) return empty();
     for (const l of locked) w.setStepCount(l.id, l.step_count);
     const infos = await deps.cache.load(client, runningIds);
     const live = sorted.filter((i) => infos.has(i.workflowId));
-
-    // The first outcome of each workflow is recorded for all workflows in one statement. A
-    // further outcome of the same workflow is recorded only when its turn comes: until then its
-    // step must still count as live, or a join could be created before its branch moved on.
-    const finished = new Map<string, FinishedStep>();
-    const seen = new Set<string>();
-    const first = live.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
-    for (const row of await finishStepsIfRunning(client, deps.executorId, first.map(finishValues))) finished.set(row.id, row);
+    const finished = new Map<string, FinishedStep>(firstRows.map((row) => [row.id, row]));
     const firstIds = new Set(first.map((i) => i.stepId));
     const finishLater = async (i: FinishInput): Promise<FinishedStep | undefined> => {
       if (i.guard === 'running') return (await finishStepsIfRunning(client, deps.executorId, [finishValues(i)]))[0];

@@ -5,6 +5,7 @@
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
+import type { LockedWorkflow } from './workflows.js';
 
 export type ClaimedStep = StepRow & { created_by: string | null };
 
@@ -211,4 +212,46 @@ export async function claimLockedSteps(
     values: [opts.executorId, opts.ids, opts.leaseMs],
   });
   return rows;
+}
+
+/**
+ * The start of a batch of outcomes, in one statement: lock the workflow rows (in id order), then
+ * finish the given steps this executor is running, of those workflows that are still running.
+ */
+export async function lockWorkflowsAndFinishSteps(
+  db: Queryable,
+  executorId: string,
+  workflowIds: string[],
+  values: FinishValues[],
+): Promise<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }> {
+  const { rows } = await db.query<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }>({
+    name: 'stepd_lock_workflows_and_finish_steps',
+    text: `WITH locked AS (
+             SELECT id, name, input, status, created_by, step_count FROM workflows
+              WHERE id = ANY($2::bigint[]) ORDER BY id FOR UPDATE),
+           fin AS (
+             UPDATE workflow_steps s
+                SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
+                    error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
+                    started_at = coalesce(s.started_at, now()), lease_until = NULL
+               FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[]) AS u(id, status, result, error, args)
+              WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
+                AND s.workflow_id IN (SELECT id FROM locked WHERE status = 'running')
+          RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
+                    s.item_index, s.args, s.result, s.first_attempt_id::text AS first_attempt_id)
+           SELECT (SELECT coalesce(json_agg(json_build_object(
+                     'id', l.id::text, 'name', l.name, 'input', l.input, 'status', l.status,
+                     'created_by', l.created_by, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
+                  (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished`,
+    values: [
+      executorId,
+      workflowIds,
+      values.map((v) => v.id),
+      values.map((v) => v.status),
+      values.map((v) => jsonParam(v.result ?? null)),
+      values.map((v) => jsonParam(v.error)),
+      values.map((v) => jsonParam(v.args)),
+    ],
+  });
+  return rows[0] ?? { workflows: [], finished: [] };
 }
