@@ -1,6 +1,6 @@
 /**
  * Every runtime statement of the executor, each a named function whose name says its guard
- * (`finishStepsIfRunning`, `completeWorkflowsIfNoLiveSteps`), grouped by concern in src/db/queries/.
+ * (`finishStepIfLeaseExpired`, `completeWorkflowsIfNoLiveSteps`), grouped by concern in src/db/queries/.
  */
 export * from './queries/common.js';
 export * from './queries/workflows.js';

@@ -13,7 +13,6 @@ import {
   failWorkflowIfActive,
   finishGateIfExpired,
   finishStepIfLeaseExpired,
-  finishStepsIfRunning,
   lockWorkflows,
   lockWorkflowsAndFinishSteps,
   notifyEvents,
@@ -135,7 +134,7 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
     const finished = new Map<string, FinishedStep>(firstRows.map((row) => [row.id, row]));
     const firstIds = new Set(first.map((i) => i.stepId));
     const finishLater = async (i: FinishInput): Promise<FinishedStep | undefined> => {
-      if (i.guard === 'running') return (await finishStepsIfRunning(client, deps.executorId, [finishValues(i)]))[0];
+      if (i.guard === 'running') return (await lockWorkflowsAndFinishSteps(client, deps.executorId, [i.workflowId], [finishValues(i)])).finished[0];
       if (i.guard === 'lease-expired') return finishStepIfLeaseExpired(client, finishValues(i));
       return finishGateIfExpired(client, finishValues(i));
     };

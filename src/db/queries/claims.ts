@@ -74,30 +74,6 @@ function finishValues(v: FinishValues): unknown[] {
   return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
 }
 
-/** Finishes many steps this executor is running, in one statement; late results find no row. */
-export async function finishStepsIfRunning(db: Queryable, executorId: string, values: FinishValues[]): Promise<FinishedStep[]> {
-  if (values.length === 0) return [];
-  const { rows } = await db.query<FinishedStep>({
-    name: 'stepd_finish_steps_if_running',
-    text: `UPDATE workflow_steps s
-              SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
-                  error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
-                  started_at = coalesce(s.started_at, now()), lease_until = NULL
-             FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::jsonb[], $6::jsonb[]) AS u(id, status, result, error, args)
-            WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
-        RETURNING s.id, s.workflow_id, s.name, s.attempt, s.fanout_id, s.item_index, s.args, s.result, s.first_attempt_id`,
-    values: [
-      executorId,
-      values.map((v) => v.id),
-      values.map((v) => v.status),
-      values.map((v) => jsonParam(v.result ?? null)),
-      values.map((v) => jsonParam(v.error)),
-      values.map((v) => jsonParam(v.args)),
-    ],
-  });
-  return rows;
-}
-
 /** The watchdog's finish: only a running step whose lease has run out. */
 export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
   const { rows } = await db.query<FinishedStep>({
