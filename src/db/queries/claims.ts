@@ -7,6 +7,13 @@ import type { StepRow, StepStatus } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
 import type { LockedWorkflow } from './workflows.js';
 
+/** Both claims set owner and lease alike ($1 executor id, $3 lease in ms) and return the same rows. */
+const CLAIM_UPDATE = `UPDATE workflow_steps
+                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
+                    lease_until = now() + $3 * interval '1 millisecond'`;
+const CLAIM_RETURNING = `RETURNING *)
+           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`;
+
 export type ClaimedStep = StepRow & { created_by: string | null };
 
 /** The hot path: claims up to `limit` ready steps in one statement, setting owner and lease. */
@@ -17,14 +24,11 @@ export async function claimReadySteps(
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_ready_steps',
     text: `WITH claimed AS (
-             UPDATE workflow_steps
-                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
-                    lease_until = now() + $3 * interval '1 millisecond'
+             ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM workflow_steps
                             WHERE status = 'ready' AND ready_at <= now()
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-          RETURNING *)
-           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`,
+          ${CLAIM_RETURNING}`,
     values: [opts.executorId, opts.limit, opts.leaseMs],
   });
   return rows;
@@ -179,12 +183,9 @@ export async function claimLockedSteps(
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_locked_steps',
     text: `WITH claimed AS (
-             UPDATE workflow_steps
-                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
-                    lease_until = now() + $3 * interval '1 millisecond'
+             ${CLAIM_UPDATE}
               WHERE id = ANY($2::bigint[]) AND status = 'ready'
-          RETURNING *)
-           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`,
+          ${CLAIM_RETURNING}`,
     values: [opts.executorId, opts.ids, opts.leaseMs],
   });
   return rows;
