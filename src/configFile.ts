@@ -41,12 +41,41 @@ export const limitsSchema = z.strictObject({
   concurrency: positiveInt.optional(),
   tools: z.record(toolPattern, positiveInt).optional(),
   users: z.record(z.string().min(1), positiveInt).optional(),
+  /** The per-user maximum for every user not named under `users`. */
+  defaultUser: positiveInt.optional(),
+});
+
+/** Egress policy of `http.request`: URL patterns (prefix match, `*` any characters) that may reach private addresses. */
+export const httpPolicySchema = z.strictObject({
+  allow: z.array(z.string().min(1, 'must not be empty')).optional(),
+  /** Per-user extra allow entries. */
+  users: z.record(z.string().min(1), z.array(z.string().min(1, 'must not be empty'))).optional(),
+});
+
+/** Which users (patterns, `*` any characters) each database role may start workflows as. */
+export const clientsSchema = z.record(
+  z.string().min(1),
+  z.strictObject({ actAs: z.array(z.string().min(1, 'must not be empty')) }),
+);
+
+/** The operator's caps on what a flow may ask for. */
+export const capsSchema = z.strictObject({
+  steps: positiveInt.optional(),
+  forEachItems: positiveInt.optional(),
+  forEachConcurrency: positiveInt.optional(),
+  inputBytes: positiveInt.optional(),
+  resultBytes: positiveInt.optional(),
+  outputBytes: positiveInt.optional(),
+  subWorkflowDepth: positiveInt.optional(),
 });
 
 const fileSchema = z.strictObject({
   mcpServers: z.record(z.string(), z.unknown()).optional(),
   permissions: permissionsSchema.optional(),
   limits: limitsSchema.optional(),
+  http: httpPolicySchema.optional(),
+  clients: clientsSchema.optional(),
+  caps: capsSchema.optional(),
 });
 
 export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
@@ -54,11 +83,17 @@ export type HttpServerConfig = z.infer<typeof httpServerSchema>;
 export type McpServerConfig = StdioServerConfig | HttpServerConfig;
 export type PermissionsConfig = z.infer<typeof permissionsSchema>;
 export type LimitsConfig = z.infer<typeof limitsSchema>;
+export type HttpPolicyConfig = z.infer<typeof httpPolicySchema>;
+export type ClientsConfig = z.infer<typeof clientsSchema>;
+export type CapsConfig = z.infer<typeof capsSchema>;
 
 export interface StepdFileConfig {
   mcpServers?: Record<string, McpServerConfig>;
   permissions?: PermissionsConfig;
   limits?: LimitsConfig;
+  http?: HttpPolicyConfig;
+  clients?: ClientsConfig;
+  caps?: CapsConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {

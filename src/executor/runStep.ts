@@ -52,8 +52,12 @@ export function gateOutcome(result: unknown): Outcome {
 }
 
 async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<unknown> {
-  const tool = row.tool ?? step.tool;
+  // The frozen flow decides which tool runs; the row only records it.
+  const tool = step.tool;
   if (!tool) throw new StepError('bad_step', `step "${row.name}" has no tool`);
+  if (row.tool !== null && row.tool !== tool) {
+    throw new StepError('step_mismatch', `step "${row.name}" row names tool "${row.tool}" but the flow says "${tool}"; refusing to run it`);
+  }
   deps.permissions?.check(row.created_by, tool);
 
   const timeout = new AbortController();
