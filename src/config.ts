@@ -32,7 +32,7 @@ const durationValue = z.string().transform((v, ctx) => {
 });
 
 const settings = z.object({
-  schema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'lower-case letters, digits and _, starting with a letter or _'),
+  schema: z.string().regex(/^[a-z_][a-z0-9_]{0,53}$/, 'lower-case letters, digits and _, starting with a letter or _, at most 54 characters (its roles add _executor)'),
   executorId: z.string().min(1).max(200),
   concurrency: z.coerce.number().int().min(1).max(10_000),
   pollIntervalMs: durationValue.pipe(z.number().min(10, 'at least 10ms')),

@@ -8,11 +8,11 @@ import { Kysely, PostgresDialect } from 'kysely';
 import type { Database } from './tables.js';
 
 // bigint ids stay strings (exact); int8 counts come back as strings unless cast to int.
-const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,53}$/;
 
 export function assertSchemaName(schema: string): string {
   if (!SCHEMA_NAME.test(schema)) {
-    throw new Error(`invalid schema name "${schema}": use lower-case letters, digits and underscores, starting with a letter or _`);
+    throw new Error(`invalid schema name "${schema}": use lower-case letters, digits and underscores, starting with a letter or _, at most 54 characters`);
   }
   return schema;
 }

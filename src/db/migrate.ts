@@ -1,13 +1,17 @@
 /**
- * Applies the numbered DDL files in sql/ in order, under an advisory lock, recording each in
- * <schema>.stepd_migrations. Applying twice changes nothing.
+ * Applies the numbered DDL files in sql/ in order, under an advisory lock, recording each with
+ * its checksum in <schema>.stepd_migrations. Applying twice changes nothing; a file edited after
+ * it was applied is reported (`changed`), never silently skipped. Then sets up the schema's two
+ * roles (src/db/roles.ts) when this role may, or returns the SQL a DBA runs (`rolesSql`).
  */
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { assertSchemaName } from './connect.js';
+import { createRoleStatement, grantStatements, roleSetupScript, schemaRoles } from './roles.js';
 import type { Logger } from '../logger.js';
 
 /** The sql/ folder of this package, found from this module's location (src/ or dist/src/). */
@@ -24,33 +28,66 @@ export function findSqlDir(): string {
 export interface MigrateResult {
   applied: string[];
   alreadyApplied: string[];
+  /** Applied files whose content changed since (their checksum differs): not re-applied. */
+  changed: string[];
+  /** The schema's roles: created or already there and granted, or the SQL a DBA must run. */
+  roles: { executor: string; client: string; status: 'ready' | 'needs-dba' | 'not-owner' };
+  /** When status is 'needs-dba': the statements to run as a role that may create roles. */
+  rolesSql?: string;
 }
+
+const checksum = (text: string): string => createHash('sha256').update(text).digest('hex');
 
 export async function migrate(opts: { url: string; schema: string; log?: Logger; sqlDir?: string }): Promise<MigrateResult> {
   const schema = assertSchemaName(opts.schema);
   const dir = opts.sqlDir ?? findSqlDir();
-  const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
+  const names = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
+  const files = await Promise.all(names.map(async (name) => ({ name, text: await readFile(path.join(dir, name), 'utf8') })));
   const client = new pg.Client({ connectionString: opts.url, application_name: 'stepd-migrate' });
+  client.on('error', () => {});
   await client.connect();
   try {
     await client.query('BEGIN');
     await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('stepd.migrate', 0))`);
     const ident = client.escapeIdentifier(schema);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
-    await client.query(`SET LOCAL search_path TO ${ident}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS stepd_migrations (
-      name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const done = new Set((await client.query<{ name: string }>('SELECT name FROM stepd_migrations')).rows.map((r) => r.name));
-    const result: MigrateResult = { applied: [], alreadyApplied: [] };
+    const applied = await readApplied(client, schema);
+    const pending = files.filter((f) => !applied.has(f.name));
+    const result: MigrateResult = {
+      applied: [],
+      alreadyApplied: [],
+      changed: [],
+      roles: { ...schemaRoles(schema), status: 'ready' },
+    };
+    if (pending.length > 0 || applied.size === 0) {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
+      await client.query(`SET LOCAL search_path TO ${ident}`);
+      await client.query(`CREATE TABLE IF NOT EXISTS stepd_migrations (
+        name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      await client.query(`ALTER TABLE stepd_migrations ADD COLUMN IF NOT EXISTS checksum text`);
+    } else {
+      await client.query(`SET LOCAL search_path TO ${ident}`);
+    }
+    const owner = await ownsTables(client, schema);
     for (const file of files) {
-      if (done.has(file)) {
-        result.alreadyApplied.push(file);
+      const sum = checksum(file.text);
+      const known = applied.get(file.name);
+      if (known !== undefined) {
+        result.alreadyApplied.push(file.name);
+        if (known === null && owner) await client.query('UPDATE stepd_migrations SET checksum = $2 WHERE name = $1', [file.name, sum]);
+        else if (known !== null && known !== sum) result.changed.push(file.name);
         continue;
       }
-      await client.query(await readFile(path.join(dir, file), 'utf8'));
-      await client.query('INSERT INTO stepd_migrations (name) VALUES ($1)', [file]);
-      result.applied.push(file);
-      opts.log?.info({ schema, migration: file }, 'migration applied');
+      await client.query(file.text);
+      await client.query('INSERT INTO stepd_migrations (name, checksum) VALUES ($1, $2)', [file.name, sum]);
+      result.applied.push(file.name);
+      opts.log?.info({ schema, migration: file.name }, 'migration applied');
+    }
+    if (result.changed.length > 0) {
+      opts.log?.warn({ schema, changed: result.changed }, 'applied migrations were edited since; the database keeps the version it applied');
+    }
+    await setUpRoles(client, schema, owner, result);
+    if (result.roles.status === 'needs-dba') {
+      opts.log?.warn({ schema, roles: schemaRoles(schema) }, 'this role may not create roles; a DBA must run the printed SQL (stepd migrate prints it)');
     }
     await client.query('COMMIT');
     return result;
@@ -60,4 +97,58 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
   } finally {
     await client.end();
   }
+}
+
+/** Applied migrations and their checksums (null for files applied before checksums existed). */
+async function readApplied(client: pg.Client, schema: string): Promise<Map<string, string | null>> {
+  const table = `${client.escapeIdentifier(schema)}.stepd_migrations`;
+  const { rows: exists } = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
+  if (!exists[0]?.t) return new Map();
+  const { rows: cols } = await client.query<{ has: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'checksum' AND NOT attisdropped) AS has`,
+    [table],
+  );
+  const select = cols[0]?.has ? `SELECT name, checksum FROM ${table}` : `SELECT name, NULL::text AS checksum FROM ${table}`;
+  const { rows } = await client.query<{ name: string; checksum: string | null }>(select);
+  return new Map(rows.map((r) => [r.name, r.checksum]));
+}
+
+/** Whether this session's role owns (is a member of the owner of) the workflows table. */
+async function ownsTables(client: pg.Client, schema: string): Promise<boolean> {
+  const { rows } = await client.query<{ owner: boolean | null }>(
+    `SELECT pg_has_role(current_user, c.relowner, 'USAGE') AS owner FROM pg_class c WHERE c.oid = to_regclass($1)`,
+    [`${client.escapeIdentifier(schema)}.workflows`],
+  );
+  return rows[0]?.owner === true;
+}
+
+async function setUpRoles(client: pg.Client, schema: string, owner: boolean, result: MigrateResult): Promise<void> {
+  const roles = schemaRoles(schema);
+  const { rows: tableRows } = await client.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname <> 'stepd_migrations' ORDER BY c.relname`,
+    [schema],
+  );
+  const tables = tableRows.map((r) => r.name);
+  const { rows: existing } = await client.query<{ rolname: string }>(
+    'SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])',
+    [[roles.executor, roles.client]],
+  );
+  const missing = [roles.executor, roles.client].filter((r) => !existing.some((e) => e.rolname === r));
+  if (missing.length > 0) {
+    const { rows: me } = await client.query<{ may: boolean }>(
+      'SELECT rolsuper OR rolcreaterole AS may FROM pg_roles WHERE rolname = current_user',
+    );
+    if (!me[0]?.may) {
+      result.roles.status = 'needs-dba';
+      result.rolesSql = roleSetupScript(schema, tables);
+      return;
+    }
+    for (const role of missing) await client.query(createRoleStatement(role));
+  }
+  if (!owner) {
+    result.roles.status = 'not-owner';
+    return;
+  }
+  for (const statement of grantStatements(schema, tables)) await client.query(statement);
 }

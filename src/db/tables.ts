@@ -15,6 +15,8 @@ export interface WorkflowRow {
   output: unknown;
   error: ErrorData | null;
   created_by: string | null;
+  /** The database role that inserted (or last edited) the row while it was new: session_user, set by the guard. */
+  created_role: string | null;
   key: string | null;
   created_at: Date;
   updated_at: Date;
@@ -47,6 +49,8 @@ export interface StepRow {
   expires_at: Date | null;
   readied_by: string | null;
   readied_at: Date | null;
+  /** The database role that readied the step: session_user, set by the guard. */
+  readied_role: string | null;
   /** Executor bookkeeping: this row fanned out and its fan-out has not settled. */
   fanout_open: boolean;
   /** Executor bookkeeping: on a retry, the id of the step's first attempt. */

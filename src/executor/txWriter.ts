@@ -198,6 +198,7 @@ export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
     expires_at: null,
     readied_by: null,
     readied_at: null,
+    readied_role: null,
     fanout_open: false,
     first_attempt_id: s.firstAttemptId ?? null,
     created_by: c.user,

@@ -32,6 +32,13 @@ export function onCleanup(fn: () => Promise<void>): void {
   cleanups.push(fn);
 }
 
+/** Drops a test schema and its two roles (roles are cluster-wide: they outlive the schema otherwise). */
+export async function dropSchemaAndRoles(db: pg.Pool | pg.Client, schema: string): Promise<void> {
+  await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+  await db.query(`DROP ROLE IF EXISTS ${schema}_executor`).catch(() => {});
+  await db.query(`DROP ROLE IF EXISTS ${schema}_client`).catch(() => {});
+}
+
 export interface TestSchema {
   schema: string;
   url: string;
@@ -46,7 +53,7 @@ export async function createTestSchema(): Promise<TestSchema> {
   const db = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4 });
   db.on('error', () => {});
   onCleanup(async () => {
-    await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+    await dropSchemaAndRoles(db, schema);
     await db.end();
   });
   const q = async <R extends pg.QueryResultRow = any>(text: string, values?: unknown[]) =>

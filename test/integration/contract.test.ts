@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { findSqlDir, migrate } from '../../src/db/migrate.js';
 import {
   createTestSchema,
+  dropSchemaAndRoles,
   getSteps,
   getWorkflow,
   insertWorkflow,
@@ -78,19 +79,19 @@ describe('migrations', () => {
         [t.schema],
       );
     const before = await snapshot();
-    const recorded = await t.q(`SELECT name, applied_at FROM stepd.stepd_migrations ORDER BY name`);
+    const recorded = await t.q(`SELECT name, applied_at, checksum FROM stepd.stepd_migrations ORDER BY name`);
     expect(recorded.map((r) => r.name)).toEqual(SQL_FILES);
 
     const again = await migrate({ url: t.url, schema: t.schema });
-    expect(again).toEqual({ applied: [], alreadyApplied: SQL_FILES });
+    expect(again).toMatchObject({ applied: [], alreadyApplied: SQL_FILES, changed: [], roles: { status: 'ready' } });
     expect(await snapshot()).toEqual(before);
-    expect(await t.q(`SELECT name, applied_at FROM stepd.stepd_migrations ORDER BY name`)).toEqual(recorded);
+    expect(await t.q(`SELECT name, applied_at, checksum FROM stepd.stepd_migrations ORDER BY name`)).toEqual(recorded);
   });
 
   it('two migrators racing on a fresh schema apply each file exactly once', async () => {
     const t = await createTestSchema();
     const schema = `${t.schema}_race`;
-    onCleanup(async () => void (await t.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)));
+    onCleanup(() => dropSchemaAndRoles(t.db, schema));
     const results = await Promise.all([migrate({ url: t.url, schema }), migrate({ url: t.url, schema })]);
     expect(results.flatMap((r) => r.applied).sort()).toEqual(SQL_FILES);
     const rows = await t.db.query(`SELECT count(*)::int AS n FROM ${schema}.stepd_migrations`);

@@ -1,0 +1,56 @@
+/**
+ * The two roles of a schema's trust boundary and what each may do (DESIGN.md §7):
+ *   <schema>_executor — everything the executor needs on stepd's tables;
+ *   <schema>_client   — exactly the SQL contract: insert workflows, read both tables, the guarded
+ *                       updates (cancel, edit a new workflow, ready a pending step), delete
+ *                       finished workflows. The guard triggers decide which rows and values.
+ * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
+ * `<schema>_executor`. The statements here are idempotent; they name only validated identifiers.
+ */
+import pg from 'pg';
+
+export interface SchemaRoles {
+  executor: string;
+  client: string;
+}
+
+export function schemaRoles(schema: string): SchemaRoles {
+  return { executor: `${schema}_executor`, client: `${schema}_client` };
+}
+
+const ident = (name: string): string => pg.escapeIdentifier(name);
+const literal = (value: string): string => pg.escapeLiteral(value);
+
+/** Creates a NOLOGIN role unless it exists (tolerating a concurrent creation). */
+export function createRoleStatement(role: string): string {
+  return `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = ${literal(role)}) THEN
+    CREATE ROLE ${ident(role)} NOLOGIN;
+  END IF;
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$`;
+}
+
+/** Grants of both roles on the schema's tables (`tables`: every stepd table but the migrations log). */
+export function grantStatements(schema: string, tables: string[]): string[] {
+  const r = schemaRoles(schema);
+  const s = ident(schema);
+  const t = (name: string) => `${s}.${ident(name)}`;
+  const executorTables = tables.map(t).join(', ');
+  return [
+    `GRANT USAGE ON SCHEMA ${s} TO ${ident(r.executor)}, ${ident(r.client)}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${executorTables} TO ${ident(r.executor)}`,
+    `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${ident(r.executor)}`,
+    `GRANT SELECT ON ${t('workflows')}, ${t('workflow_steps')} TO ${ident(r.client)}`,
+    `GRANT INSERT (name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
+    `GRANT UPDATE (status, name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
+    `GRANT DELETE ON ${t('workflows')} TO ${ident(r.client)}`,
+    `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
+  ];
+}
+
+/** The whole setup as a script a DBA can run (when the migrating role may not create roles). */
+export function roleSetupScript(schema: string, tables: string[]): string {
+  const r = schemaRoles(schema);
+  return [createRoleStatement(r.executor), createRoleStatement(r.client), ...grantStatements(schema, tables)].map((x) => `${x};`).join('\n');
+}
