@@ -12,9 +12,8 @@ import {
   cancelLiveStepsInFanout,
   endWorkflowCancellingLiveSteps,
   failForkRowIfDone,
-  getFanoutOutcomes,
+  getFanoutOutcomeTree,
   getFanoutProgress,
-  getForkRow,
   getPrecedingRowInChain,
   setFanoutOpen,
   type FanoutOutcome,
@@ -61,7 +60,14 @@ export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; 
  */
 export class Advance {
   private finished = false;
-  private readonly forks = new Map<string, ForkRow>();
+  /**
+   * The results of the fan-outs computed in this transaction, by fork row id, with the fork
+   * above them: an enclosing fan-out that settles next reuses them instead of reading below
+   * again, so settling M nested forks reads each level once.
+   */
+  private readonly results = new Map<string, { parent: string | null; value: unknown }>();
+  /** Steps that fork without a join: a branch ending there has that fan-out's results as its value. */
+  private joinlessForks: string[] | undefined;
   readonly scopes: ScopeBuilder;
 
   constructor(
@@ -221,18 +227,36 @@ export class Advance {
   /**
    * What the join of a settled fan-out instance sees as `{{results}}`: each branch's last row,
    * by branch name (parallel) or in input order (forEach); with allSettled, each outcome. A
-   * branch that ended in a fork without a join has that fan-out's results as its value.
+   * branch that ended in a fork without a join has that fan-out's results as its value. The
+   * last rows of the whole instance, nested join-less fan-outs included, are read in one
+   * statement; fan-outs whose results this transaction already computed are not read again.
    */
   private async fanoutResults(fork: ForkRow): Promise<unknown> {
+    const known = this.results.get(fork.id);
+    if (known) return known.value;
+    const descend = this.joinless();
+    const skip = [...this.results].filter(([, r]) => r.parent === fork.id).map(([id]) => id);
+    await this.flush();
+    const rows = await getFanoutOutcomeTree(this.db, fork.id, descend, skip);
+    this.scopes.rememberForks(rows.filter((r) => r.status === 'done' && descend.includes(r.name)));
+    const byFork = new Map<string, FanoutOutcome[]>();
+    for (const r of rows) {
+      const list = byFork.get(r.fanout_id);
+      if (list) list.push(r);
+      else byFork.set(r.fanout_id, [r]);
+    }
+    return this.resultsOf(fork, byFork);
+  }
+
+  private async resultsOf(fork: ForkRow, byFork: Map<string, FanoutOutcome[]>): Promise<unknown> {
+    const known = this.results.get(fork.id);
+    if (known) return known.value;
     const forkStep = getStep(this.wf.flow, fork.name);
     const t = forkStep.transition;
     if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
-    const outcomes = await getFanoutOutcomes(this.db, fork.id);
+    const outcomes = byFork.get(fork.id) ?? [];
     const value = async (o: FanoutOutcome): Promise<unknown> => {
-      const inner = this.wf.flow.steps.get(o.name)?.transition;
-      if (o.status === 'done' && (inner?.kind === 'parallel' || inner?.kind === 'forEach') && inner.join === undefined) {
-        return this.fanoutResults(await this.forkRow(o.id));
-      }
+      if (o.status === 'done' && this.joinless().includes(o.name)) return this.resultsOf(await this.forkRow(o.id), byFork);
       return o.result;
     };
     const entry = async (o: FanoutOutcome | undefined): Promise<unknown> => {
@@ -240,16 +264,27 @@ export class Advance {
       if (!o) return { status: 'skipped' };
       return o.status === 'done' ? { status: 'done', result: await value(o) } : { status: o.status, error: o.error };
     };
+    let out: unknown;
     if (t.kind === 'forEach') {
       const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
       const count = await forkItemCount(this.db, fork, forkStep, this.scopes);
-      const out: unknown[] = [];
-      for (let i = 0; i < count; i++) out.push(await entry(byIndex.get(i)));
-      return out;
+      const list: unknown[] = [];
+      for (let i = 0; i < count; i++) list.push(await entry(byIndex.get(i)));
+      out = list;
+    } else {
+      const obj: Record<string, unknown> = {};
+      for (const [i, b] of t.branches.entries()) obj[b] = await entry(outcomes.find((o) => o.item_index === i));
+      out = obj;
     }
-    const obj: Record<string, unknown> = {};
-    for (const [i, b] of t.branches.entries()) obj[b] = await entry(outcomes.find((o) => o.item_index === i));
-    return obj;
+    this.results.set(fork.id, { parent: fork.fanout_id, value: out });
+    return out;
+  }
+
+  private joinless(): string[] {
+    this.joinlessForks ??= [...this.wf.flow.steps.values()]
+      .filter((s) => (s.transition.kind === 'parallel' || s.transition.kind === 'forEach') && s.transition.join === undefined)
+      .map((s) => s.name);
+    return this.joinlessForks;
   }
 
   /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */
@@ -341,12 +376,8 @@ export class Advance {
 
   /** A fork row's identity and item count never change, so one read per transaction is enough. */
   private async forkRow(id: string): Promise<ForkRow> {
-    const cached = this.forks.get(id);
-    if (cached) return cached;
-    await this.flush();
-    const row = await getForkRow(this.db, id);
+    const row = await this.scopes.fork(id);
     if (!row) throw new Error(`fan-out row ${id} not found`);
-    this.forks.set(id, row);
     return row;
   }
 

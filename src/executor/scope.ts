@@ -9,7 +9,7 @@ import { getStep } from '../flow/compiled.js';
 import { resolveTemplates, type TemplateScope } from '../flow/templates.js';
 import {
   getForkItem,
-  getForkRow,
+  getForkRowAndAncestors,
   getStepResult,
   getLatestDoneResults,
   getLatestDoneResultsInItems,
@@ -75,13 +75,21 @@ export class ScopeBuilder {
     return scope;
   }
 
-  private async fork(id: string): Promise<ForkRow | undefined> {
+  /**
+   * A fork row by id. A miss reads it with every fork row above it in one statement, so walking
+   * up from a branch however deep costs one round trip per transaction.
+   */
+  async fork(id: string): Promise<ForkRow | undefined> {
     const hit = this.forks.get(id);
     if (hit) return hit;
     await this.beforeRead();
-    const row = await getForkRow(this.db, id);
-    if (row) this.forks.set(id, row);
-    return row;
+    this.rememberForks(await getForkRowAndAncestors(this.db, id));
+    return this.forks.get(id);
+  }
+
+  /** Fork rows read by another statement (they do not change once their branches exist). */
+  rememberForks(rows: ForkRow[]): void {
+    for (const row of rows) if (!this.forks.has(row.id)) this.forks.set(row.id, row);
   }
 
   /** The forEach items enclosing a position, innermost first. */

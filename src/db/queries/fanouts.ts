@@ -11,15 +11,24 @@ export type ForkRow = Pick<StepRow, 'id' | 'name' | 'fanout_id' | 'item_index'> 
   item_count: number | null;
 };
 
-export async function getForkRow(db: Queryable, stepId: string): Promise<ForkRow | undefined> {
+/**
+ * A fork row and every fork row enclosing it, innermost first, in one statement: the fan-out
+ * rows above a branch, however deep, cost one round trip (each fanout_id points to an older row).
+ */
+export async function getForkRowAndAncestors(db: Queryable, stepId: string): Promise<ForkRow[]> {
   const { rows } = await db.query<ForkRow>({
-    name: 'stepd_get_fork_row',
-    text: `SELECT id, name, fanout_id, item_index,
+    name: 'stepd_get_fork_row_and_ancestors',
+    text: `WITH RECURSIVE up AS (
+             SELECT id, name, fanout_id, item_index, result, 0 AS depth FROM workflow_steps WHERE id = $1
+             UNION ALL
+             SELECT s.id, s.name, s.fanout_id, s.item_index, s.result, up.depth + 1
+               FROM workflow_steps s JOIN up ON s.id = up.fanout_id AND s.id < up.id)
+           SELECT id, name, fanout_id, item_index,
                   CASE WHEN jsonb_typeof(result -> 'items') = 'array' THEN jsonb_array_length(result -> 'items') END AS item_count
-             FROM workflow_steps WHERE id = $1`,
+             FROM up ORDER BY depth`,
     values: [stepId],
   });
-  return rows[0];
+  return rows;
 }
 
 /** One item a fork without a tool stored: `result.items[index]` (undefined when absent). */
@@ -70,19 +79,41 @@ export async function getFanoutProgress(db: Queryable, forkId: string): Promise<
 export interface FanoutOutcome {
   id: string;
   name: string;
+  /** The fork row whose fan-out this row belongs to. */
+  fanout_id: string;
   item_index: number;
   status: StepStatus;
   result: unknown;
   error: ErrorData | null;
+  /** For a fork row: how many items it stored (see ForkRow). */
+  item_count: number | null;
 }
 
-/** The last row of each branch (item) of a fan-out instance, in item order. */
-export async function getFanoutOutcomes(db: Queryable, forkId: string): Promise<FanoutOutcome[]> {
+/**
+ * The last row of each branch (item) of a fan-out instance — and, below each of those that is a
+ * done fork named in `descendInto` (a nested fork without a join, whose value is its own
+ * fan-out's results), the last rows of its branches, at any depth — in one statement. Forks in
+ * `skip` are not descended into (their results are already known). The result of a done row
+ * named in `descendInto` is not returned (its value comes from below), only its item count.
+ */
+export async function getFanoutOutcomeTree(db: Queryable, forkId: string, descendInto: string[], skip: string[]): Promise<FanoutOutcome[]> {
   const { rows } = await db.query<FanoutOutcome>({
-    name: 'stepd_get_fanout_outcomes',
-    text: `SELECT DISTINCT ON (item_index) id, name, item_index, status, result, error FROM workflow_steps
-            WHERE fanout_id = $1 ORDER BY item_index, id DESC`,
-    values: [forkId],
+    name: 'stepd_get_fanout_outcome_tree',
+    text: `WITH RECURSIVE outcome AS (
+             SELECT o.* FROM (SELECT DISTINCT ON (item_index) id, name, fanout_id, item_index, status FROM workflow_steps
+                               WHERE fanout_id = $1 ORDER BY item_index, id DESC) o
+             UNION ALL
+             SELECT c.* FROM outcome p CROSS JOIN LATERAL (
+                      SELECT DISTINCT ON (item_index) id, name, fanout_id, item_index, status FROM workflow_steps
+                       WHERE fanout_id = p.id ORDER BY item_index, id DESC) c
+              WHERE p.status = 'done' AND p.name = ANY($2::text[]) AND NOT (p.id = ANY($3::bigint[])))
+           SELECT o.id, o.name, o.fanout_id, o.item_index, o.status, s.error,
+                  CASE WHEN o.status = 'done' AND o.name = ANY($2::text[]) THEN NULL ELSE s.result END AS result,
+                  CASE WHEN o.name = ANY($2::text[]) AND jsonb_typeof(s.result -> 'items') = 'array'
+                       THEN jsonb_array_length(s.result -> 'items') END AS item_count
+             FROM outcome o JOIN workflow_steps s ON s.id = o.id
+            ORDER BY o.fanout_id, o.item_index`,
+    values: [forkId, descendInto, skip],
   });
   return rows;
 }
