@@ -14,6 +14,7 @@ import {
   type ClaimedStep,
 } from '../db/queries.js';
 import { StepError } from '../errors.js';
+import type { ClientsConfig } from '../configFile.js';
 import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { LimitPolicy } from '../tools/limits.js';
@@ -36,6 +37,8 @@ export interface ExecutorDeps {
   permissions?: StepPolicy;
   /** Per-tool-pattern and per-user maximums of running steps. */
   limits?: LimitPolicy;
+  /** Which users each database role may start workflows as (config `clients`). */
+  clients?: ClientsConfig;
   random?: () => number;
 }
 
@@ -83,6 +86,7 @@ export class Executor {
       random: deps.random ?? Math.random,
       emitEvents: opts.emitEvents,
       leaseGraceMs: opts.leaseGraceMs,
+      clients: deps.clients,
     };
     this.outcomes = new OutcomeQueue({
       record: (inputs) => finishSteps(this.tx, inputs, this.claimOnCreate()),

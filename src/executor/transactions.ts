@@ -17,11 +17,14 @@ import {
   lockWorkflowsAndFinishSteps,
   notifyEvents,
   setWorkflowDeadline,
+  setWorkflowUserIfRunning,
   type AdmittedWorkflow,
   type FinishValues,
   type FinishedStep,
 } from '../db/queries.js';
+import type { ClientsConfig } from '../configFile.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
+import { decideActingUser } from '../security/actAs.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
 import { TxWriter, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
@@ -31,6 +34,8 @@ export interface TxDeps extends AdvanceDeps {
   pool: pg.Pool;
   cache: WorkflowCache;
   executorId: string;
+  /** Which users each database role may start workflows as (config `clients`). */
+  clients?: ClientsConfig | undefined;
 }
 
 export interface TxResult {
@@ -265,7 +270,9 @@ async function admitBatch(
 }
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
-async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow, w: TxWriter): Promise<void> {
+async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedWorkflow, w: TxWriter): Promise<void> {
+  const row = await checkActingUser(deps, client, admitted, w);
+  if (!row) return;
   const compiled = deps.cache.compiler.compile(row.flow);
   if (!compiled.ok) {
     const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
@@ -283,6 +290,25 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkfl
   await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
   if (advance.ended) deps.cache.forget(wf.id);
   deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
+}
+
+/**
+ * The role that wrote the workflow may start it as its `created_by` (config `clients`); else the
+ * workflow fails with `permission_denied` before any step exists. Returns the row with the user
+ * it runs as (a client role's own name when it gave none), or undefined when refused.
+ */
+async function checkActingUser(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow, w: TxWriter): Promise<AdmittedWorkflow | undefined> {
+  const acting = decideActingUser({ role: row.created_role, trusted: row.role_trusted, createdBy: row.created_by }, deps.clients);
+  if (!acting.ok) {
+    const error = { code: 'permission_denied', message: acting.message, details: acting.details };
+    await failWorkflowIfActive(client, row.id, error);
+    deps.log.warn({ workflowId: row.id, workflow: row.name, role: acting.details.role, user: acting.details.user }, 'workflow refused: its role may not act as its user');
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return undefined;
+  }
+  if (acting.user === row.created_by || acting.user === null) return row;
+  await setWorkflowUserIfRunning(client, row.id, acting.user);
+  return { ...row, created_by: acting.user };
 }
 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */

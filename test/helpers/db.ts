@@ -14,6 +14,7 @@ import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
 import type { StepPolicy } from '../../src/executor/runStep.js';
 import type { LimitPolicy } from '../../src/tools/limits.js';
+import type { ClientsConfig } from '../../src/configFile.js';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
 
 export const TEST_DATABASE_URL = process.env.STEPD_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -66,11 +67,13 @@ export interface TestExecutorOptions extends Partial<ExecutorOptions> {
   permissions?: StepPolicy;
   /** Per-tool-pattern and per-user maximums (`createLimitPolicy(...)`). */
   limits?: LimitPolicy;
+  /** Config `clients`: which users each database role may start workflows as. */
+  clients?: ClientsConfig;
 }
 
 /** An in-process executor with fast intervals, stopped after the test. */
 export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {}): Promise<Executor> {
-  const { tools = [], permissions, limits, ...rest } = opts;
+  const { tools = [], permissions, limits, clients, ...rest } = opts;
   const executor = new Executor(
     {
       ...DEFAULT_EXECUTOR_OPTIONS,
@@ -82,7 +85,7 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
       shutdownGraceMs: 2_000,
       ...rest,
     },
-    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}) },
+    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}) },
   );
   await executor.start();
   onCleanup(() => executor.stop({ graceMs: 0 }));

@@ -6,7 +6,10 @@ import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
 
-export type AdmittedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by' | 'step_count'>;
+export type AdmittedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by' | 'created_role' | 'step_count'> & {
+  /** Whether created_role may act as anyone (the database decides: superuser, executor or owner member). */
+  role_trusted: boolean;
+};
 
 /** Moves up to `limit` new workflows to running, skipping rows another executor holds. */
 export async function admitNewWorkflows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
@@ -14,10 +17,20 @@ export async function admitNewWorkflows(db: Queryable, limit: number): Promise<A
     name: 'stepd_admit_new_workflows',
     text: `UPDATE workflows SET updated_at = now(), status = 'running', started_at = now()
             WHERE id IN (SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-        RETURNING id, name, flow, input, created_by, step_count`,
+        RETURNING id, name, flow, input, created_by, created_role, step_count,
+                  (created_role IS NULL OR stepd_role_is_trusted(created_role)) AS role_trusted`,
     values: [limit],
   });
   return rows;
+}
+
+/** Records the user a client role's workflow runs as (its own name when it gave none). */
+export async function setWorkflowUserIfRunning(db: Queryable, workflowId: string, user: string): Promise<void> {
+  await db.query({
+    name: 'stepd_set_workflow_user_if_running',
+    text: `UPDATE workflows SET updated_at = now(), created_by = $2 WHERE id = $1 AND status = 'running'`,
+    values: [workflowId, user],
+  });
 }
 
 export async function setWorkflowDeadline(db: Queryable, workflowId: string, timeoutMs: number): Promise<void> {
