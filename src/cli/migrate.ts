@@ -17,7 +17,9 @@ Examples:
   DATABASE_URL=postgres://localhost/app stepd migrate
   stepd migrate --schema jobs --json
 
-Applying twice changes nothing.`,
+Applying twice changes nothing. Also creates (when this login may) the NOLOGIN roles
+<schema>_executor and <schema>_client and grants them; otherwise prints the SQL a DBA runs.
+A migration file edited after it was applied is reported, never silently re-applied.`,
     )
     .action(async (flags: DatabaseFlags & { json?: boolean }) => {
       const target = await resolveTarget(flags);
@@ -27,7 +29,18 @@ Applying twice changes nothing.`,
       } catch (err) {
         throw toCliError(err, target);
       }
-      if (flags.json) outJson({ schema: target.schema, ...result });
-      else out(`schema ${target.schema}: ${result.applied.length} migration(s) applied, ${result.alreadyApplied.length} already present`);
+      if (flags.json) {
+        outJson({ schema: target.schema, ...result });
+        return;
+      }
+      out(`schema ${target.schema}: ${result.applied.length} migration(s) applied, ${result.alreadyApplied.length} already present`);
+      if (result.changed.length > 0) {
+        out(`warning: applied migration(s) edited since they were applied (the database keeps what it applied): ${result.changed.join(', ')}`);
+      }
+      if (result.roles.status === 'ready') out(`roles: ${result.roles.executor} (the daemon's) and ${result.roles.client} (other services') are ready`);
+      if (result.roles.status === 'needs-dba') {
+        out(`roles: this login may not create roles. Ask a DBA (a superuser or a role with CREATEROLE) to run:\n\n${result.rolesSql}\n`);
+      }
+      out(`Grant services the contract with: GRANT ${result.roles.client} TO app_service; run the daemon as a member of ${result.roles.executor}.`);
     });
 }

@@ -59,7 +59,9 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
       roles: { ...schemaRoles(schema), status: 'ready' },
     };
     if (pending.length > 0 || applied.size === 0) {
-      await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
+      // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+      const { rows: ns } = await client.query<{ n: string | null }>('SELECT to_regnamespace($1)::text AS n', [ident]);
+      if (!ns[0]?.n) await client.query(`CREATE SCHEMA ${ident}`);
       await client.query(`SET LOCAL search_path TO ${ident}`);
       await client.query(`CREATE TABLE IF NOT EXISTS stepd_migrations (
         name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
@@ -67,13 +69,13 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
     } else {
       await client.query(`SET LOCAL search_path TO ${ident}`);
     }
-    const owner = await ownsTables(client, schema);
+    const ownerBefore = await ownsTables(client, schema);
     for (const file of files) {
       const sum = checksum(file.text);
       const known = applied.get(file.name);
       if (known !== undefined) {
         result.alreadyApplied.push(file.name);
-        if (known === null && owner) await client.query('UPDATE stepd_migrations SET checksum = $2 WHERE name = $1', [file.name, sum]);
+        if (known === null && ownerBefore) await client.query('UPDATE stepd_migrations SET checksum = $2 WHERE name = $1', [file.name, sum]);
         else if (known !== null && known !== sum) result.changed.push(file.name);
         continue;
       }
@@ -85,7 +87,7 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
     if (result.changed.length > 0) {
       opts.log?.warn({ schema, changed: result.changed }, 'applied migrations were edited since; the database keeps the version it applied');
     }
-    await setUpRoles(client, schema, owner, result);
+    await setUpRoles(client, schema, await ownsTables(client, schema), result);
     if (result.roles.status === 'needs-dba') {
       opts.log?.warn({ schema, roles: schemaRoles(schema) }, 'this role may not create roles; a DBA must run the printed SQL (stepd migrate prints it)');
     }

@@ -41,6 +41,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     `GRANT USAGE ON SCHEMA ${s} TO ${ident(r.executor)}, ${ident(r.client)}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON ${executorTables} TO ${ident(r.executor)}`,
     `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${ident(r.executor)}`,
+    // `stepd start` runs the migrator, which only reads the log when nothing is pending.
+    `GRANT SELECT ON ${t('stepd_migrations')} TO ${ident(r.executor)}`,
     `GRANT SELECT ON ${t('workflows')}, ${t('workflow_steps')} TO ${ident(r.client)}`,
     `GRANT INSERT (name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
     `GRANT UPDATE (status, name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
