@@ -132,7 +132,7 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
            live AS (
              SELECT s.id, s.status FROM workflow_steps s JOIN tree ON tree.id = s.id
               WHERE s.status IN ('pending', 'ready', 'running') FOR UPDATE OF s)
-           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
+           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = greatest(now(), s.started_at), lease_until = NULL
              FROM live WHERE s.id = live.id
            RETURNING s.id, live.status AS was`,
     values: [forkId],

@@ -88,7 +88,7 @@ export async function endWorkflowCancellingLiveSteps(
              SELECT id, status FROM workflow_steps
               WHERE workflow_id = $1 AND status IN ('pending', 'ready', 'running') FOR UPDATE),
            cancelled AS (
-             UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = now(), lease_until = NULL
+             UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = greatest(now(), s.started_at), lease_until = NULL
                FROM live WHERE s.id = live.id
              RETURNING s.id, live.status AS was),
            ended AS (
