@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import type { Secrets } from './secrets.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
@@ -107,8 +108,11 @@ interface Issue {
   message: string;
 }
 
-/** Reads and validates a config file. A missing file is an error: the caller decides about defaults. */
-export async function loadConfigFile(path: string, env: Env = process.env): Promise<StepdFileConfig> {
+/**
+ * Reads and validates a config file. A missing file is an error: the caller decides about defaults.
+ * Every value a `${VAR}` expanded to is added to `secrets` (when given), so it can be redacted.
+ */
+export async function loadConfigFile(path: string, env: Env = process.env, secrets?: Secrets): Promise<StepdFileConfig> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -123,13 +127,16 @@ export async function loadConfigFile(path: string, env: Env = process.env): Prom
   } catch (err) {
     throw new ConfigError(`config file ${path} is not valid JSON: ${(err as Error).message}`);
   }
-  return parseConfigFile(json, env, path);
+  return parseConfigFile(json, env, path, secrets);
 }
 
-/** Validates parsed JSON (after `${VAR}` expansion); `source` names the file in error messages. */
-export function parseConfigFile(json: unknown, env: Env = process.env, source = 'stepd.config.json'): StepdFileConfig {
+/**
+ * Validates parsed JSON (after `${VAR}` expansion); `source` names the file in error messages.
+ * The values `${VAR}` expanded to are added to `secrets` (when given).
+ */
+export function parseConfigFile(json: unknown, env: Env = process.env, source = 'stepd.config.json', secrets?: Secrets): StepdFileConfig {
   const issues: Issue[] = [];
-  const expanded = expandEnv(json, env, [], issues);
+  const expanded = expandEnv(json, env, [], issues, secrets);
   if (issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
 
   // Report every problem at once: the sections and each server are checked independently.
@@ -179,8 +186,11 @@ function parseServer(name: string, raw: unknown, path: PathPart[], issues: Issue
   return undefined;
 }
 
-/** Replaces `${VAR}` in every string value; a missing variable is an issue at that key. */
-function expandEnv(value: unknown, env: Env, path: PathPart[], issues: Issue[]): unknown {
+/**
+ * Replaces `${VAR}` in every string value; a missing variable is an issue at that key. Each
+ * expanded value is a secret (Secrets ignores the very short ones).
+ */
+function expandEnv(value: unknown, env: Env, path: PathPart[], issues: Issue[], secrets: Secrets | undefined): unknown {
   if (typeof value === 'string') {
     return value.replace(/\$\{([^}]*)\}/g, (whole, name: string) => {
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
@@ -192,13 +202,14 @@ function expandEnv(value: unknown, env: Env, path: PathPart[], issues: Issue[]):
         issues.push({ path: formatPath(path), message: `environment variable ${name} is not set` });
         return whole;
       }
+      secrets?.add(found);
       return found;
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, i], issues));
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, i], issues, secrets));
   if (typeof value === 'object' && value !== null) {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, [...path, k], issues);
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, [...path, k], issues, secrets);
     return out;
   }
   return value;

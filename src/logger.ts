@@ -1,10 +1,35 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
+import type { Secrets } from './secrets.js';
 
 export type { Logger } from 'pino';
 
-/** The root logger: JSON lines on stderr (stdout is for command output). */
-export function createLogger(options: { level?: string; name?: string } = {}): Logger {
-  return pino({ name: options.name ?? 'stepd', level: options.level ?? process.env.STEPD_LOG_LEVEL ?? 'info' }, pino.destination(2));
+export interface LoggerOptions {
+  level?: string;
+  name?: string;
+  /**
+   * Values that must never be written (the config's `${VAR}` values). Every finished line is
+   * redacted, so messages, bindings of child loggers, `err.message`, `err.stack` and causes are
+   * all covered, and values added to `secrets` later apply from then on.
+   */
+  secrets?: Secrets;
+  /** Where the JSON lines go (default: stderr; stdout is for command output). */
+  destination?: DestinationStream;
+}
+
+/** The root logger: JSON lines on stderr, with the secrets redacted. */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const destination = options.destination ?? pino.destination(2);
+  const stream = options.secrets ? redactingStream(destination, options.secrets) : destination;
+  return pino({ name: options.name ?? 'stepd', level: options.level ?? process.env.STEPD_LOG_LEVEL ?? 'info' }, stream);
+}
+
+/** A destination that replaces every secret in each line before passing it on. */
+export function redactingStream(destination: DestinationStream, secrets: Secrets): DestinationStream {
+  return {
+    write(line: string) {
+      return destination.write(secrets.size === 0 ? line : secrets.redact(line));
+    },
+  };
 }
 
 /** A logger that drops everything (tests, quiet commands). */

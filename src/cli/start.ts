@@ -10,6 +10,7 @@ import { migrate } from '../db/migrate.js';
 import type { Executor } from '../executor/executor.js';
 import { createLogger, type Logger } from '../logger.js';
 import { databaseUrlFrom } from '../config.js';
+import { Secrets } from '../secrets.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
 
@@ -26,6 +27,8 @@ export function registerStart(program: Command): void {
     .option('--watchdog-interval <duration>', 'how often stuck steps, gate and workflow deadlines are checked (default: 5s)')
     .option('--lease-grace <duration>', 'added to a step\'s timeout before the watchdog rescues it (default: 30s)')
     .option('--shutdown-grace <duration>', 'how long a stop waits for running steps (default: 30s)')
+    .option('--heartbeat-interval <duration>', 'how often this executor marks itself alive (default: 2s; $STEPD_HEARTBEAT_INTERVAL)')
+    .option('--dead-after <duration>', 'an executor silent this long counts as dead and its running steps are re-run (default: 15s; $STEPD_DEAD_AFTER)')
     .option('--config <path>', 'configuration file: MCP servers, permissions, limits (default: ./stepd.config.json if present)')
     .option('--no-events', 'do not NOTIFY lifecycle events on stepd_events')
     .addHelpText(
@@ -41,7 +44,9 @@ seconds), later starts reuse it. Other commands run in the same folder find it; 
 services connect with the printed DATABASE_URL.
 
 The first SIGINT/SIGTERM stops claiming and waits for running steps, then stops the embedded
-PostgreSQL; a second one exits at once (the data stays intact; the next start recovers).`,
+PostgreSQL; a second one exits at once (the data stays intact; the next start recovers).
+Another \`stepd start\` in the same folder (with its own --executor-id) uses the embedded
+PostgreSQL of the first; only the last one to stop stops it.`,
     )
     .action(async (flags: StartFlags & { config?: string; dataDir?: string }) => {
       // The executor, its tools and the MCP client load here, so the other commands start fast.
@@ -50,9 +55,11 @@ PostgreSQL; a second one exits at once (the data stays intact; the next start re
         import('../executor/executor.js'),
         import('../tools/toolbox.js'),
       ]);
-      const log = createLogger();
-      const file = await loadToolConfig(flags.config);
-      const toolbox = buildToolbox(file.config, file.path, log);
+      // The config's ${VAR} values are redacted from every log line, tool result and error.
+      const secrets = new Secrets();
+      const log = createLogger({ secrets });
+      const file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      const toolbox = buildToolbox(file.config, file.path, log, { secrets });
       const limitConcurrency = toolbox.limits.concurrency;
       const given = databaseUrlFrom(flags.databaseUrl);
       // Settings are checked before anything is started.
@@ -69,7 +76,7 @@ PostgreSQL; a second one exits at once (the data stays intact; the next start re
         if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
         if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
         await probeMcpServers(toolbox, log);
-        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits });
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}) });
         await executor.start();
       } catch (err) {
         await executor?.stop({ graceMs: 0 }).catch(() => {});

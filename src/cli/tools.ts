@@ -12,9 +12,11 @@ export function registerTools(program: Command): void {
     .action(async (flags: { config?: string; json?: boolean }) => {
       // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
       const { buildToolbox, loadToolConfig } = await import('../tools/toolbox.js');
-      const log = createLogger({ level: 'warn' });
-      const file = await loadToolConfig(flags.config);
-      const toolbox = buildToolbox(file.config, file.path, log);
+      const { Secrets } = await import('../secrets.js');
+      const secrets = new Secrets();
+      const log = createLogger({ level: 'warn', secrets });
+      const file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      const toolbox = buildToolbox(file.config, file.path, log, { secrets });
       try {
         const tools = [];
         const failures: { server: string; error: string }[] = [];

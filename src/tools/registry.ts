@@ -1,11 +1,19 @@
-import { StepError } from '../errors.js';
+import { coerceError, StepError } from '../errors.js';
+import type { Secrets } from '../secrets.js';
 import type { ToolContext, ToolInfo, ToolProvider } from './tool.js';
+
+export interface ToolRegistryOptions {
+  /** Redacted from every result and error a tool hands back, before it is stored or logged. */
+  secrets?: Secrets;
+}
 
 /** Maps `prefix.tool` names to providers. Built by the caller; no global state. */
 export class ToolRegistry {
   private readonly providers = new Map<string, ToolProvider>();
+  readonly #secrets: Secrets | undefined;
 
-  constructor(providers: ToolProvider[] = []) {
+  constructor(providers: ToolProvider[] = [], options: ToolRegistryOptions = {}) {
+    this.#secrets = options.secrets;
     for (const p of providers) this.add(p);
   }
 
@@ -32,7 +40,15 @@ export class ToolRegistry {
         details: { tool: name, servers: this.prefixes() },
       });
     }
-    return provider.call(name.slice(dot + 1), args, ctx);
+    const secrets = this.#secrets;
+    if (!secrets) return provider.call(name.slice(dot + 1), args, ctx);
+    let result: unknown;
+    try {
+      result = await provider.call(name.slice(dot + 1), args, ctx);
+    } catch (err) {
+      throw redactError(err, secrets);
+    }
+    return secrets.redactValue(result);
   }
 
   async list(): Promise<ToolInfo[]> {
@@ -46,4 +62,24 @@ export class ToolRegistry {
   async close(): Promise<void> {
     await Promise.allSettled([...this.providers.values()].map((p) => p.close?.()));
   }
+}
+
+/**
+ * The error a tool threw, as it may be stored: message, details and stack redacted. An error
+ * that held a secret is replaced by a new StepError without its cause (the cause may hold the
+ * secret too); `retryAfterMs` is kept.
+ */
+export function redactError(err: unknown, secrets: Secrets): StepError {
+  const e = coerceError(err);
+  const message = secrets.redact(e.message);
+  const details = secrets.redactValue(e.details);
+  const stack = e.stack === undefined ? undefined : secrets.redact(e.stack);
+  const causeText = e.cause instanceof Error ? `${e.cause.message}\n${e.cause.stack ?? ''}` : e.cause === undefined ? '' : String(e.cause);
+  if (message === e.message && details === e.details && stack === e.stack && !secrets.appearsIn(causeText)) return e;
+  const clean = new StepError(e.code, message, { retryable: e.retryable, details });
+  clean.name = e.name;
+  if (stack !== undefined) clean.stack = stack;
+  const retryAfterMs = (e as { retryAfterMs?: unknown }).retryAfterMs;
+  if (typeof retryAfterMs === 'number') Object.assign(clean, { retryAfterMs });
+  return clean;
 }

@@ -6,7 +6,9 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfigFile, type StepdFileConfig } from '../configFile.js';
 import type { Logger } from '../logger.js';
+import { Secrets } from '../secrets.js';
 import { CoreTools } from './builtins.js';
+import { EgressPolicy } from './egress.js';
 import { HttpToolProvider } from './httpTool.js';
 import { createLimitPolicy, type LimitPolicy } from './limits.js';
 import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
@@ -23,20 +25,41 @@ export interface Toolbox {
   permissions: PermissionPolicy;
   limits: LimitPolicy;
   mcp: McpServerProvider[];
+  /** The config's `${VAR}` values, redacted from every tool result, error and (given to createLogger) log line. */
+  secrets: Secrets;
 }
 
-/** Loads `--config PATH` (must exist) or ./stepd.config.json (if present). */
-export async function loadToolConfig(explicitPath: string | undefined, cwd = process.cwd()): Promise<{ config: StepdFileConfig; path?: string }> {
-  if (explicitPath) return { config: await loadConfigFile(path.resolve(cwd, explicitPath)), path: path.resolve(cwd, explicitPath) };
+/**
+ * Loads `--config PATH` (must exist) or ./stepd.config.json (if present). The values its
+ * `${VAR}`s expanded to are added to `secrets` (pass the one the logger redacts).
+ */
+export async function loadToolConfig(
+  explicitPath: string | undefined,
+  cwd = process.cwd(),
+  secrets: Secrets = new Secrets(),
+): Promise<{ config: StepdFileConfig; path?: string; secrets: Secrets }> {
+  if (explicitPath) {
+    const file = path.resolve(cwd, explicitPath);
+    return { config: await loadConfigFile(file, process.env, secrets), path: file, secrets };
+  }
   const candidate = path.join(cwd, DEFAULT_CONFIG_FILE);
-  if (existsSync(candidate)) return { config: await loadConfigFile(candidate), path: candidate };
-  return { config: {} };
+  if (existsSync(candidate)) return { config: await loadConfigFile(candidate, process.env, secrets), path: candidate, secrets };
+  return { config: {}, secrets };
 }
 
-export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: { mcpIdleMs?: number } = {}): Toolbox {
-  const mcp = createMcpProviders(config.mcpServers, { log, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
-  const registry = new ToolRegistry([new CoreTools(), new HttpToolProvider({ log }), ...mcp]);
+export interface ToolboxOptions {
+  mcpIdleMs?: number;
+  /** The config's `${VAR}` values (from loadToolConfig); none when omitted. */
+  secrets?: Secrets;
+}
+
+export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: ToolboxOptions = {}): Toolbox {
+  const secrets = opts.secrets ?? new Secrets();
+  const mcp = createMcpProviders(config.mcpServers, { log, secrets, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
+  const http = new HttpToolProvider({ log, secrets, egress: new EgressPolicy({ policy: config.http }) });
+  const registry = new ToolRegistry([new CoreTools(), http, ...mcp], { secrets });
   return {
+    secrets,
     config,
     configPath,
     registry,

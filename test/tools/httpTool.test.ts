@@ -2,7 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepError, StepTimeoutError } from '../../src/errors.js';
+import { EgressPolicy } from '../../src/tools/egress.js';
 import { HttpStatusError, HttpToolProvider, parseRetryAfter } from '../../src/tools/httpTool.js';
+import { Secrets } from '../../src/secrets.js';
 import { rejectionOf, silentLogger, stepContext, waitFor } from './helpers.js';
 
 let server: Server;
@@ -22,6 +24,15 @@ function route(req: IncomingMessage, res: ServerResponse, body: string): void {
     case '/echo':
       res.writeHead(201, { 'content-type': 'application/json' });
       return void res.end(JSON.stringify({ method: req.method, contentType: req.headers['content-type'] ?? null, auth: req.headers.authorization ?? null, query: url.search, body }));
+    case '/headers':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify(req.headers));
+    case '/redirect':
+      res.writeHead(Number(url.searchParams.get('status') ?? '302'), { location: url.searchParams.get('to') ?? '/headers' });
+      return void res.end('moved');
+    case '/long-error':
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      return void res.end(`${'e'.repeat(1010)}SECRET-VALUE-123${'e'.repeat(900)}`);
     case '/missing':
       res.writeHead(404, { 'content-type': 'application/json' });
       return void res.end(JSON.stringify({ error: 'no such thing' }));
@@ -66,7 +77,14 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
-const http = new HttpToolProvider({ log: silentLogger(), maxResponseBytes: 2000, now: () => Date.parse('2030-01-01T00:00:00Z') });
+// The test server is on loopback, which the egress policy refuses unless an allow entry names it.
+const http = new HttpToolProvider({
+  log: silentLogger(),
+  maxResponseBytes: 2000,
+  now: () => Date.parse('2030-01-01T00:00:00Z'),
+  egress: new EgressPolicy({ policy: { allow: ['http://127.0.0.1:*'] } }),
+  secrets: new Secrets(['SECRET-VALUE-123']),
+});
 
 describe('http.request', () => {
   it('returns status, headers and the parsed JSON body of a 200', async () => {
@@ -158,6 +176,46 @@ describe('http.request', () => {
       expect(err).toMatchObject({ code: 'bad_args', retryable: false });
     }
     expect(await rejectionOf(http.call('get', {}, stepContext()))).toMatchObject({ code: 'unknown_tool', retryable: false });
+  });
+
+  it("sends the step's idempotency key as Idempotency-Key, the same on every attempt", async () => {
+    const ctx = stepContext({ idempotencyKey: '7:charge:41' });
+    const first = await http.call('request', { url: `${base}/headers` }, ctx);
+    const retry = await http.call('request', { url: `${base}/headers` }, { ...ctx, attempt: 2, stepId: '99' });
+    expect((first.body as Record<string, string>)['idempotency-key']).toBe('7:charge:41');
+    expect((retry.body as Record<string, string>)['idempotency-key']).toBe('7:charge:41');
+  });
+
+  it('leaves an Idempotency-Key the flow sets itself alone, whatever its case', async () => {
+    const result = await http.call('request', { url: `${base}/headers`, headers: { 'IDEMPOTENCY-key': 'mine' } }, stepContext({ idempotencyKey: '7:x:1' }));
+    expect((result.body as Record<string, string>)['idempotency-key']).toBe('mine');
+  });
+
+  it('follows redirects (303 turns a POST into a GET without a body) and keeps the key', async () => {
+    const to = encodeURIComponent('/headers');
+    const result = await http.call('request', { url: `${base}/redirect?status=303&to=${to}`, method: 'POST', body: { a: 1 } }, stepContext({ idempotencyKey: 'k-1' }));
+    expect(result.status).toBe(200);
+    const seen = result.body as Record<string, string>;
+    expect([seen['idempotency-key'], seen['content-type'], seen['content-length']]).toEqual(['k-1', undefined, undefined]);
+  });
+
+  it('drops credentials when a redirect leaves the origin, and connects to the address it resolved', async () => {
+    // other.test exists only in this resolver: the connection goes where the policy's lookup said.
+    const elsewhere = encodeURIComponent(`${base.replace('127.0.0.1', 'other.test')}/headers`);
+    const resolve = async (host: string) => (host === 'other.test' ? [{ address: '127.0.0.1', family: 4 as const }] : []);
+    const policy = new EgressPolicy({ policy: { allow: ['http://127.0.0.1:*', 'http://other.test:*'] }, resolve });
+    const client = new HttpToolProvider({ egress: policy });
+    const result = await client.call('request', { url: `${base}/redirect?to=${elsewhere}`, headers: { authorization: 'Bearer t', 'x-other': 'kept' } }, stepContext());
+    expect(result.body).toMatchObject({ 'x-other': 'kept' });
+    expect((result.body as Record<string, string>).authorization).toBeUndefined();
+  });
+
+  it('keeps about 1 kB of a long error body, redacted before it is cut', async () => {
+    const err = await rejectionOf(http.call('request', { url: `${base}/long-error` }, stepContext()));
+    const body = (err.details as { body: string }).body;
+    expect(body.length).toBeLessThan(1100);
+    expect(body).toContain('[redacted]');
+    expect(body).not.toContain('SECRET');
   });
 
   it('lists request with an input schema', async () => {

@@ -11,7 +11,8 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { isHttpServer, type McpServerConfig } from '../../configFile.js';
 import { StepError } from '../../errors.js';
-import { raceAbort } from './results.js';
+import { cutRemoteText, type Secrets } from '../../secrets.js';
+import { raceAbort, remoteMessage } from './results.js';
 
 export interface Session {
   readonly client: Client;
@@ -28,6 +29,8 @@ export interface McpConnectionOptions {
   idleMs: number;
   connectTimeoutMs: number;
   clientInfo: { name: string; version: string };
+  /** Redacted from the server's error text (cut to about 1 kB) before it is logged or stored. */
+  secrets?: Secrets;
 }
 
 export class McpConnection {
@@ -117,7 +120,8 @@ export class McpConnection {
     const log = this.#log.child({ server: name, session: id });
     const client = new Client(clientInfo, { capabilities: {} });
     const session: Session = { client, id, tools: [] };
-    client.onerror = (err) => log.debug({ err }, 'mcp transport reported an error');
+    // The SDK's errors carry the server's reply: only its redacted, cut message is logged.
+    client.onerror = (err) => log.debug({ error: remoteMessage(err, this.#opts.secrets) }, 'mcp transport reported an error');
     client.onclose = () => {
       if (this.#current === session) {
         this.#forget();
@@ -131,13 +135,12 @@ export class McpConnection {
       session.tools = await listAllTools(client, connectTimeoutMs);
     } catch (err) {
       await client.close().catch(() => undefined);
-      if (this.#closed) throw new StepError('mcp_closed', `MCP server "${name}" is shut down`, { retryable: true, cause: err });
-      const message = err instanceof Error ? err.message : String(err);
-      log.warn({ err }, 'mcp connect failed');
+      if (this.#closed) throw new StepError('mcp_closed', `MCP server "${name}" is shut down`, { retryable: true });
+      const message = remoteMessage(err, this.#opts.secrets);
+      log.warn({ error: message }, 'mcp connect failed');
       throw new StepError('mcp_unavailable', `MCP server "${name}" could not be reached: ${message}`, {
         retryable: true,
         details: { server: name },
-        cause: err,
       });
     } finally {
       this.#connecting.delete(client);
@@ -168,7 +171,7 @@ export class McpConnection {
     transport.stderr?.on('data', (chunk: Buffer) => {
       const lines = (partial + chunk.toString('utf8')).split('\n');
       partial = lines.pop() ?? '';
-      for (const line of lines) if (line.trim()) log.info({ stderr: line }, 'mcp server stderr');
+      for (const line of lines) if (line.trim()) log.info({ stderr: cutRemoteText(line, this.#opts.secrets) }, 'mcp server stderr');
     });
     return transport;
   }
@@ -189,7 +192,7 @@ export class McpConnection {
       }
       await session.client.close();
     } catch (err) {
-      this.#log.debug({ err, server: this.#opts.name, session: session.id }, 'mcp close failed');
+      this.#log.debug({ error: remoteMessage(err, this.#opts.secrets), server: this.#opts.name, session: session.id }, 'mcp close failed');
     }
   }
 

@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { McpServerConfig } from '../../configFile.js';
 import { StepError } from '../../errors.js';
+import type { Secrets } from '../../secrets.js';
 import type { ToolContext, ToolInfo, ToolProvider } from '../tool.js';
 import { listAllTools, McpConnection, type Session } from './connection.js';
 import { abortedError, classifyMcpError, toStepResult, type CallSite } from './results.js';
@@ -18,6 +19,8 @@ export interface McpProviderOptions {
   /** The SDK's per-request limit, a backstop behind the step's own timeout (default 1 hour). */
   callTimeoutMs?: number;
   clientInfo?: { name: string; version: string };
+  /** Redacted from a server's error text (cut to about 1 kB) before it is stored or logged. */
+  secrets?: Secrets;
 }
 
 export interface McpProbeResult {
@@ -42,9 +45,11 @@ export class McpServerProvider implements ToolProvider {
   readonly #connection: McpConnection;
   readonly #callTimeoutMs: number;
   readonly #listTimeoutMs: number;
+  readonly #secrets: Secrets | undefined;
 
   constructor(name: string, server: McpServerConfig, options: McpProviderOptions) {
     this.prefix = name;
+    this.#secrets = options.secrets;
     this.#callTimeoutMs = options.callTimeoutMs ?? 60 * 60_000;
     this.#listTimeoutMs = options.connectTimeoutMs ?? 30_000;
     this.#connection = new McpConnection({
@@ -54,6 +59,7 @@ export class McpServerProvider implements ToolProvider {
       idleMs: options.idleMs ?? 5 * 60_000,
       connectTimeoutMs: this.#listTimeoutMs,
       clientInfo: options.clientInfo ?? { name: 'stepd', version: '0.1.0' },
+      ...(options.secrets ? { secrets: options.secrets } : {}),
     });
   }
 
@@ -81,7 +87,7 @@ export class McpServerProvider implements ToolProvider {
           signal: ctx.signal,
           timeout: this.#callTimeoutMs,
         });
-        return toStepResult(result, site);
+        return toStepResult(result, site, this.#secrets);
       } catch (err) {
         throw this.#failure(err, session, site, ctx.signal);
       }
@@ -133,7 +139,7 @@ export class McpServerProvider implements ToolProvider {
   #failure(err: unknown, session: Session, site: CallSite, signal: AbortSignal | undefined): StepError {
     if (err instanceof StepError) return err;
     if (signal?.aborted) return abortedError(signal);
-    const { error, reset } = classifyMcpError(err, site);
+    const { error, reset } = classifyMcpError(err, site, this.#secrets);
     if (reset) this.#connection.discard(session, error.message);
     return error;
   }

@@ -6,6 +6,7 @@
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { StepError } from '../../errors.js';
+import { cutRemoteText, type Secrets } from '../../secrets.js';
 
 /** The parts of a tools/call result stepd reads (older servers may send `toolResult`). */
 export interface CallResultLike {
@@ -20,11 +21,14 @@ export interface CallSite {
   tool: string;
 }
 
-/** `structuredContent` if present, else the text parsed as JSON when it is JSON, else the text. */
-export function toStepResult(result: CallResultLike, site: CallSite): unknown {
+/**
+ * `structuredContent` if present, else the text parsed as JSON when it is JSON, else the text.
+ * An `isError` result's text becomes the error message, redacted and cut to about 1 kB.
+ */
+export function toStepResult(result: CallResultLike, site: CallSite, secrets?: Secrets): unknown {
   const content = Array.isArray(result.content) ? (result.content as unknown[]) : [];
   if (result.isError === true) {
-    const text = textOf(content);
+    const text = cutRemoteText(textOf(content), secrets);
     throw new StepError('tool_error', text || `${site.server}.${site.tool} reported an error`, {
       retryable: false,
       details: { server: site.server, tool: site.tool, ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }) },
@@ -68,35 +72,45 @@ export interface ClassifiedError {
   reset: boolean;
 }
 
-/** Converts what callTool/listTools threw. Call only when the step's signal is not aborted. */
-export function classifyMcpError(err: unknown, site: CallSite): ClassifiedError {
+/**
+ * Converts what callTool/listTools threw. Call only when the step's signal is not aborted. The
+ * server's text in the error (a JSON-RPC error message, an HTTP error body) is redacted and cut
+ * to about 1 kB: it goes into the stored error and the log.
+ */
+export function classifyMcpError(err: unknown, site: CallSite, secrets?: Secrets): ClassifiedError {
   const name = `${site.server}.${site.tool}`;
   const details = { server: site.server, tool: site.tool };
   if (err instanceof StepError) return { error: err, reset: false };
+  const remote = remoteMessage(err, secrets);
   if (err instanceof McpError) {
     const data = { ...details, mcpCode: err.code };
     switch (err.code) {
       case ErrorCode.ConnectionClosed:
-        return { error: transportError(`the connection to MCP server "${site.server}" closed during ${name}`, data, err), reset: true };
+        return { error: transportError(`the connection to MCP server "${site.server}" closed during ${name}`, data), reset: true };
       case ErrorCode.RequestTimeout:
-        return { error: new StepError('timeout', `${name} got no answer in time: ${err.message}`, { retryable: true, details: data, cause: err }), reset: false };
+        return { error: new StepError('timeout', `${name} got no answer in time: ${remote}`, { retryable: true, details: data }), reset: false };
       case ErrorCode.InvalidParams:
-        return { error: new StepError('bad_args', `${name} rejected its arguments: ${err.message}`, { retryable: false, details: data, cause: err }), reset: false };
+        return { error: new StepError('bad_args', `${name} rejected its arguments: ${remote}`, { retryable: false, details: data }), reset: false };
       case ErrorCode.InternalError:
-        return { error: new StepError('mcp_error', `${name} failed: ${err.message}`, { retryable: true, details: data, cause: err }), reset: false };
+        return { error: new StepError('mcp_error', `${name} failed: ${remote}`, { retryable: true, details: data }), reset: false };
       default:
-        return { error: new StepError('mcp_error', `${name} failed: ${err.message}`, { retryable: false, details: data, cause: err }), reset: false };
+        return { error: new StepError('mcp_error', `${name} failed: ${remote}`, { retryable: false, details: data }), reset: false };
     }
   }
   if (err instanceof StreamableHTTPError) {
-    return { error: transportError(`MCP server "${site.server}" answered HTTP ${err.code ?? '?'} during ${name}: ${err.message}`, { ...details, httpStatus: err.code }, err), reset: true };
+    return { error: transportError(`MCP server "${site.server}" answered HTTP ${err.code ?? '?'} during ${name}: ${remote}`, { ...details, httpStatus: err.code }), reset: true };
   }
-  const message = err instanceof Error ? err.message : String(err);
-  return { error: transportError(`MCP server "${site.server}" could not be reached during ${name}: ${message}`, details, err), reset: true };
+  return { error: transportError(`MCP server "${site.server}" could not be reached during ${name}: ${remote}`, details), reset: true };
 }
 
-function transportError(message: string, details: unknown, cause: unknown): StepError {
-  return new StepError('mcp_transport', message, { retryable: true, details, cause });
+function transportError(message: string, details: unknown): StepError {
+  // No `cause`: the SDK's error holds the server's whole reply, which must not be logged.
+  return new StepError('mcp_transport', message, { retryable: true, details });
+}
+
+/** A thrown error's message as it may be stored or logged: redacted, cut to about 1 kB. */
+export function remoteMessage(err: unknown, secrets: Secrets | undefined): string {
+  return cutRemoteText(err instanceof Error ? err.message : String(err), secrets);
 }
 
 /** The error for a step whose signal aborted: the executor's reason when it is a StepError. */
