@@ -1,74 +1,239 @@
 /**
- * One claim: up to `free` ready steps for this executor, in one statement — or, with limits
- * configured, in one transaction that locks candidates and claims only those the limits have
- * room for (the rest stay ready, untouched). Steps whose timeout differs from the default get
- * their own lease.
+ * One claim: up to `free` ready steps for this executor.
+ *
+ * - Fast path (no limits configured): one statement, oldest ready first. When one workflow took
+ *   most of a full batch, the next claim is a fair one (round-robin over the workflows with
+ *   ready steps, an equal share each), so a workflow with thousands of ready steps never holds
+ *   a new one back for more than a claim or two.
+ * - With limits: one transaction under an advisory lock that every executor's limited claim
+ *   takes, which counts the running tool steps of the whole database and claims only the
+ *   candidates the limits have room for (the rest stay ready, untouched). So the limits hold
+ *   summed over every executor.
+ * - A claim statement that fails because of one row (a trigger, a payload PostgreSQL refuses)
+ *   is retried one row at a time under savepoints; a row that still fails has its workflow
+ *   failed with `claim_failed`, and the others are claimed.
+ *
+ * Steps whose timeout differs from the default get their own lease.
  */
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
-import { claimLockedSteps, claimReadySteps, extendLeasesIfRunning, lockClaimCandidates, type ClaimedStep } from '../db/queries.js';
+import {
+  claimLockedSteps,
+  claimReadySteps,
+  claimReadyStepsFairly,
+  countRunningToolSteps,
+  endWorkflowCancellingLiveSteps,
+  extendLeasesIfRunning,
+  lockClaimCandidates,
+  lockClaimLimits,
+  lockWorkflows,
+  notifyEvents,
+  peekReadySteps,
+  type ClaimedStep,
+  type Queryable,
+} from '../db/queries.js';
+import type { ErrorData } from '../errors.js';
+import { EVENTS_CHANNEL } from '../events.js';
 import { DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
+import type { Logger } from '../logger.js';
 import type { LimitPolicy } from '../tools/limits.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
+
+/** The executor's claim state between claims (one per executor, never shared). */
+export interface FairClaimState {
+  /** The next claim is a fair one: the last full batch was mostly one workflow's. */
+  next: boolean;
+  /** Round-robin cursor: the fair claim starts after this workflow id. */
+  cursor: string;
+}
+
+export function newFairClaimState(): FairClaimState {
+  return { next: false, cursor: '0' };
+}
 
 export interface ClaimDeps {
   pool: pg.Pool;
   cache: WorkflowCache;
   executorId: string;
+  schema: string;
   leaseGraceMs: number;
+  emitEvents: boolean;
+  log: Logger;
+  fairness: FairClaimState;
   limits?: LimitPolicy;
 }
 
 export interface Claim {
   rows: ClaimedStep[];
-  /** Per claimed step: gives its room under the limits back when it ends. */
-  releases: Map<string, () => void>;
   /** Whether ready steps may remain that this claim did not take. */
   moreReady: boolean;
+  /** Running steps of workflows failed because one of their rows could not be claimed: abort them. */
+  cancelledRunning: string[];
+}
+
+/** A claim failed on one row: retry it row by row (SQLSTATE classes a single row's data can cause). */
+export function isRowSpecificPgError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || code.length !== 5) return false;
+  return ['22', '23', '54', 'P0', '39', '2F'].includes(code.slice(0, 2));
+}
+
+interface Candidate {
+  id: string;
+  workflow_id: string;
+  name: string;
+}
+
+interface Poisoned {
+  step: Candidate;
+  err: Error;
 }
 
 export async function claimSteps(deps: ClaimDeps, free: number): Promise<Claim> {
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
-  const limits = deps.limits;
-  const releases = new Map<string, () => void>();
+  const limited = deps.limits !== undefined && !deps.limits.unlimited;
   let rows: ClaimedStep[];
-  let moreReady = false;
-  if (!limits || limits.unlimited) {
-    rows = await claimReadySteps(deps.pool, { executorId: deps.executorId, limit: free, leaseMs });
-    moreReady = rows.length >= free;
-  } else {
-    const saturated = limits.saturated();
-    rows = await withTransaction(deps.pool, async (client) => {
+  let moreReady: boolean;
+  let cancelledRunning: string[] = [];
+  try {
+    ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, false) : await claimFast(deps, free, leaseMs));
+  } catch (err) {
+    if (!isRowSpecificPgError(err)) throw err;
+    deps.log.warn({ err, free }, 'claiming a batch of steps failed; claiming them one at a time');
+    const isolated = await claimWithinLimits(deps, free, leaseMs, true);
+    rows = isolated.rows;
+    moreReady = true;
+    if (isolated.poisoned.length > 0 && isolated.poisoned.length === isolated.tried && isolated.tried > 1) throw err; // not one row
+    for (const p of isolated.poisoned) cancelledRunning.push(...(await failUnclaimable(deps, p)));
+  }
+  if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
+  return { rows, moreReady, cancelledRunning };
+}
+
+/** The unlimited path: the hot statement, or the fair one after a batch one workflow dominated. */
+async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promise<{ rows: ClaimedStep[]; moreReady: boolean }> {
+  const fair = deps.fairness;
+  const base = { executorId: deps.executorId, leaseMs };
+  if (!fair.next) {
+    const rows = await claimReadySteps(deps.pool, { ...base, limit: free });
+    const full = rows.length >= free;
+    fair.next = full && dominated(rows);
+    return { rows, moreReady: full };
+  }
+  fair.next = false;
+  const after = fair.cursor;
+  const f = await claimReadyStepsFairly(deps.pool, { ...base, limit: free, after, workflows: free });
+  // Round robin: continue after the last workflow visited, or start over when the end was reached.
+  fair.cursor = f.visited >= free && f.lastVisited !== null ? f.lastVisited : '0';
+  const rows = f.rows;
+  if (rows.length < free && f.visited > 0) {
+    // Workflows with fewer ready steps than their share: fill the batch with the oldest.
+    rows.push(...(await claimReadySteps(deps.pool, { ...base, limit: free - rows.length })));
+  }
+  return { rows, moreReady: rows.length >= free || (f.visited === 0 && after !== '0') };
+}
+
+/** Whether one workflow holds more than half of a claimed batch (of at least two rows). */
+function dominated(rows: ClaimedStep[]): boolean {
+  if (rows.length < 2) return false;
+  const counts = new Map<string, number>();
+  for (const r of rows) {
+    const n = (counts.get(r.workflow_id) ?? 0) + 1;
+    if (n * 2 > rows.length) return true;
+    counts.set(r.workflow_id, n);
+  }
+  return false;
+}
+
+/**
+ * The limited path (and the row-by-row retry of either path): one transaction; with limits it
+ * takes the limits lock, counts running tool steps, locks candidates and claims those that fit.
+ * With `isolate`, each candidate is claimed under its own savepoint and those that fail are
+ * returned as poisoned (their transaction goes on).
+ */
+async function claimWithinLimits(
+  deps: ClaimDeps,
+  free: number,
+  leaseMs: number,
+  isolate: boolean,
+): Promise<{ rows: ClaimedStep[]; moreReady: boolean; poisoned: Poisoned[]; tried: number }> {
+  const limits = deps.limits && !deps.limits.unlimited ? deps.limits : undefined;
+  return withTransaction(deps.pool, async (client) => {
+    let moreReady: boolean;
+    let chosen: Candidate[];
+    if (limits) {
+      await lockClaimLimits(client, deps.schema);
+      const tally = limits.tally();
+      for (const r of await countRunningToolSteps(client)) tally.add(r.tool, r.created_by, r.n);
+      const saturated = tally.saturated();
       const candidates = await lockClaimCandidates(client, {
         limit: free,
-        skipToolsLike: saturated.toolPatterns.map(toolPatternToLike),
+        skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike),
         skipUsers: saturated.users,
       });
       // Steps held back by a limit wait for a slot of their tool or user to free up.
-      moreReady = candidates.length >= free || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
-      for (const c of candidates) {
-        const release = limits.tryAcquire(c.tool, c.created_by);
-        if (release) releases.set(c.id, release);
-        else moreReady = true;
-      }
-      try {
-        return await claimLockedSteps(client, { executorId: deps.executorId, ids: [...releases.keys()], leaseMs });
-      } catch (err) {
-        for (const release of releases.values()) release();
-        throw err;
-      }
-    });
-  }
-  if (rows.length > 0) {
-    const infos = await deps.cache.load(deps.pool, rows.map((r) => r.workflow_id));
-    const own: { id: string; leaseMs: number }[] = [];
-    for (const row of rows) {
-      const step = infos.get(row.workflow_id)?.flow.steps.get(row.name);
-      const wanted = step ? step.timeoutMs + deps.leaseGraceMs : leaseMs;
-      if (wanted !== leaseMs) own.push({ id: row.id, leaseMs: wanted });
+      moreReady = candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
+      chosen = candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null);
+      if (chosen.length < candidates.length) moreReady = true;
+    } else {
+      chosen = await peekReadySteps(client, free);
+      moreReady = chosen.length >= free;
     }
-    await extendLeasesIfRunning(deps.pool, deps.executorId, own);
+    if (!isolate) {
+      const rows = await claimLockedSteps(client, { executorId: deps.executorId, ids: chosen.map((c) => c.id), leaseMs });
+      return { rows, moreReady, poisoned: [], tried: chosen.length };
+    }
+    const rows: ClaimedStep[] = [];
+    const poisoned: Poisoned[] = [];
+    for (const c of chosen) {
+      await client.query('SAVEPOINT stepd_claim_one');
+      try {
+        rows.push(...(await claimLockedSteps(client, { executorId: deps.executorId, ids: [c.id], leaseMs })));
+        await client.query('RELEASE SAVEPOINT stepd_claim_one');
+      } catch (err) {
+        if (!isRowSpecificPgError(err)) throw err;
+        await client.query('ROLLBACK TO SAVEPOINT stepd_claim_one');
+        poisoned.push({ step: c, err: err as Error });
+      }
+    }
+    return { rows, moreReady, poisoned, tried: chosen.length };
+  });
+}
+
+/** Fails the workflow of a step that cannot be claimed, cancelling its live steps. Returns those that were running. */
+async function failUnclaimable(deps: ClaimDeps, p: Poisoned): Promise<string[]> {
+  const name = p.step.name.length > 200 ? `${p.step.name.slice(0, 200)}…` : p.step.name;
+  const error: ErrorData = {
+    code: 'claim_failed',
+    message: `step "${name}" could not be started: the database refused to claim it (${p.err.message})`,
+    step: name,
+    details: { stepId: p.step.id, sqlstate: (p.err as { code?: string }).code ?? null },
+  };
+  deps.log.error({ err: p.err, workflowId: p.step.workflow_id, stepId: p.step.id }, 'a step cannot be claimed; failing its workflow');
+  const cancelled = await withTransaction(deps.pool, async (client) => {
+    const [locked] = await lockWorkflows(client, [p.step.workflow_id]);
+    if (!locked || locked.status !== 'running') return [];
+    const running = await endWorkflowCancellingLiveSteps(client, p.step.workflow_id, { status: 'failed', error });
+    if (deps.emitEvents) await announceFailed(client, deps.schema, p.step.workflow_id, error);
+    return running;
+  });
+  deps.cache.forget(p.step.workflow_id);
+  return cancelled;
+}
+
+async function announceFailed(db: Queryable, schema: string, workflowId: string, error: ErrorData): Promise<void> {
+  const payload = JSON.stringify({ type: 'workflow.failed', schema, workflowId, error: { code: error.code, message: error.message.slice(0, 500) }, at: new Date().toISOString() });
+  await notifyEvents(db, EVENTS_CHANNEL, [payload]);
+}
+
+async function extendOwnLeases(deps: ClaimDeps, rows: ClaimedStep[], leaseMs: number): Promise<void> {
+  const infos = await deps.cache.load(deps.pool, rows.map((r) => r.workflow_id));
+  const own: { id: string; leaseMs: number }[] = [];
+  for (const row of rows) {
+    const step = infos.get(row.workflow_id)?.flow.steps.get(row.name);
+    const wanted = step ? step.timeoutMs + deps.leaseGraceMs : leaseMs;
+    if (wanted !== leaseMs) own.push({ id: row.id, leaseMs: wanted });
   }
-  return { rows, releases, moreReady };
+  await extendLeasesIfRunning(deps.pool, deps.executorId, own);
 }

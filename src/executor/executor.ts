@@ -24,7 +24,7 @@ import { runStep, type StepPolicy } from './runStep.js';
 import { admitWorkflows, finishStep, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { OutcomeQueue } from './outcomeQueue.js';
 import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
-import { claimSteps } from './claimSteps.js';
+import { claimSteps, newFairClaimState } from './claimSteps.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
@@ -44,6 +44,8 @@ export interface ExecutorDeps {
 
 interface RunningTask {
   workflowId: string;
+  /** Whether it holds a slot: tool calls do; readied gates and due timers complete at once and don't. */
+  holdsSlot: boolean;
   controller: AbortController;
   /** Set when a forced shutdown handed the step back: its outcome must not be written. */
   released: boolean;
@@ -57,6 +59,12 @@ export class Executor {
   private readonly running = new Map<string, RunningTask>();
   private readonly tx: TxDeps;
   private readonly outcomes: OutcomeQueue;
+  /** Slots held by running tool calls, and slots promised to a claim or transaction in flight. */
+  private slotsHeld = 0;
+  private slotsReserved = 0;
+  /** Whether the last claim left ready steps behind: then transactions claim only half the free slots on creation. */
+  private backlog = false;
+  private readonly fairness = newFairClaimState();
   private stopping = false;
   private started = false;
   private wakeResolve: (() => void) | undefined;
@@ -89,7 +97,7 @@ export class Executor {
       clients: deps.clients,
     };
     this.outcomes = new OutcomeQueue({
-      record: (inputs) => finishSteps(this.tx, inputs, this.claimOnCreate()),
+      record: (inputs) => this.withCreateClaims((claim) => finishSteps(this.tx, inputs, claim)),
       onResult: (r) => this.handleTx(r),
       log: deps.log,
     });
@@ -180,22 +188,15 @@ export class Executor {
         this.woken = false;
         let claimed = 0;
         let admitted = 0;
-        // Older ready steps first, then new workflows with the slots left (their first steps
-        // are claimed as they are created).
+        // New workflows first, so a backlog of ready steps never keeps them waiting, but no more
+        // than this executor can start soon (half its free slots while ready steps wait), so a
+        // burst spreads over the executors; then ready steps with the slots left.
         const free = this.freeSlots();
-        if (free > 0) claimed = await this.claimAndRun(free);
+        if (this.admitPending) admitted = await this.admit(free);
         const left = this.freeSlots();
-        if (left > 0 && this.admitPending) {
-          this.admitPending = false;
-          const r = await admitWorkflows(this.tx, this.opts.admitBatch, this.claimOnCreate());
-          admitted = r.admitted;
-          this.startClaimed(r.claimed);
-          if (r.readyNow) this.moreReady = true;
-          if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
-          if (admitted >= this.opts.admitBatch) this.admitPending = true;
-        }
+        if (left > 0) claimed = await this.claimAndRun(left);
         errors = 0;
-        const busy = free > 0 && (claimed > 0 || admitted > 0);
+        const busy = this.freeSlots() > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.woken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
           if (!(await this.waitForWake(this.opts.pollIntervalMs))) this.admitPending = true;
@@ -217,7 +218,38 @@ export class Executor {
    */
   private freeSlots(): number {
     if (this.outcomes.size > this.opts.concurrency) return 0;
-    return this.opts.concurrency - this.running.size;
+    return Math.max(0, this.opts.concurrency - this.slotsHeld - this.slotsReserved);
+  }
+
+  /**
+   * Runs a transaction that may claim the steps it creates, with the slots it may fill promised
+   * to it until it is done, and starts what it claimed before giving the rest back: two
+   * transactions (or a transaction and a claim) never count the same free slot.
+   */
+  private async withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
+    const claim = this.claimOnCreate(maxSlots);
+    const promised = claim?.slots ?? 0;
+    this.slotsReserved += promised;
+    try {
+      const r = await fn(claim);
+      this.startClaimed(r.claimed);
+      r.claimed = [];
+      return r;
+    } finally {
+      this.slotsReserved -= promised;
+    }
+  }
+
+  /** Admits new workflows: at most what this executor can start soon, and at least one. */
+  private async admit(free: number): Promise<number> {
+    this.admitPending = false;
+    const share = this.backlog ? Math.ceil(free / 2) : free;
+    const limit = Math.min(this.opts.admitBatch, Math.max(1, share));
+    const r = await this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), share);
+    if (r.readyNow) this.moreReady = true;
+    if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
+    if (r.admitted >= limit) this.admitPending = true;
+    return r.admitted;
   }
 
   /** Resolves true when woken, false when the time ran out. */
@@ -237,21 +269,42 @@ export class Executor {
   private async claimAndRun(free: number): Promise<number> {
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
-    const claim = await claimSteps(
-      { pool: this.pool, cache: this.cache, executorId: this.opts.executorId, leaseGraceMs: this.opts.leaseGraceMs, ...(this.deps.limits ? { limits: this.deps.limits } : {}) },
-      free,
-    );
+    // The slots are promised to this claim until its rows are started (in the same tick).
+    this.slotsReserved += free;
+    let claim;
+    try {
+      claim = await claimSteps(
+        {
+          pool: this.pool,
+          cache: this.cache,
+          executorId: this.opts.executorId,
+          schema: this.opts.schema,
+          leaseGraceMs: this.opts.leaseGraceMs,
+          emitEvents: this.opts.emitEvents,
+          log: this.deps.log,
+          fairness: this.fairness,
+          ...(this.deps.limits ? { limits: this.deps.limits } : {}),
+        },
+        free,
+      );
+    } finally {
+      this.slotsReserved -= free;
+    }
+    this.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
-    for (const row of claim.rows) this.startTask(row, claim.releases.get(row.id) ?? (() => {}));
+    for (const id of claim.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
+    for (const row of claim.rows) this.startTask(row);
     return claim.rows.length;
   }
 
-  private startTask(row: ClaimedStep, releaseLimit: () => void): void {
+  private startTask(row: ClaimedStep): void {
     const controller = new AbortController();
-    const task: RunningTask = { workflowId: row.workflow_id, controller, released: false, done: Promise.resolve() };
+    const holdsSlot = row.tool !== null;
+    const task: RunningTask = { workflowId: row.workflow_id, holdsSlot, controller, released: false, done: Promise.resolve() };
     this.running.set(row.id, task);
+    if (holdsSlot) this.slotsHeld++;
     task.done = this.runTask(row, task).finally(() => {
-      releaseLimit();
+      if (holdsSlot) this.slotsHeld--;
       this.running.delete(row.id);
       this.slotFreed();
     });
@@ -277,19 +330,25 @@ export class Executor {
     void this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
   }
 
-  /** Lets a transaction claim the steps it creates, up to the free slots (none while stopping). */
-  private claimOnCreate(): ClaimOnCreate | undefined {
+  /**
+   * Lets a transaction claim the steps it creates (none while stopping): up to the free slots,
+   * half of them while ready steps wait (so they are not starved by the chains this executor
+   * already runs), and never a step a configured limit applies to — those are claimed by the
+   * claim, which counts every executor's running steps.
+   */
+  private claimOnCreate(maxSlots = Infinity): ClaimOnCreate | undefined {
     if (this.stopping) return undefined;
     const limits = this.deps.limits;
+    const free = this.freeSlots();
     return {
       executorId: this.opts.executorId,
-      slots: Math.max(0, this.freeSlots()),
-      acquire: (tool, user) => (limits && !limits.unlimited ? limits.tryAcquire(tool, user) : () => {}),
+      slots: Math.min(maxSlots, this.backlog ? Math.floor(free / 2) : free),
+      acquire: (tool, user) => (limits && !limits.unlimited && limits.applies(tool, user) ? null : () => {}),
     };
   }
 
   private startClaimed(claimed: CreatedClaim[]): void {
-    for (const c of claimed) this.startTask(claimedRow(c, this.opts.executorId), c.release);
+    for (const c of claimed) this.startTask(claimedRow(c, this.opts.executorId));
   }
 
   private handleTx(r: TxResult): void {

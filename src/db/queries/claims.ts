@@ -34,6 +34,87 @@ export async function claimReadySteps(
   return rows;
 }
 
+/**
+ * The fair claim: visits up to `workflows` workflows with ready steps, in workflow id order after
+ * `after` (a round-robin cursor kept by the caller), and claims up to `limit` steps, at most an
+ * equal share from each, oldest first. Walks workflow_steps_ready_workflow_idx one workflow at a
+ * time, so one workflow's thousands of ready rows cost one probe. Returns the last workflow
+ * visited and how many were visited, so the caller can move its cursor on.
+ */
+export async function claimReadyStepsFairly(
+  db: Queryable,
+  opts: { executorId: string; limit: number; leaseMs: number; after: string; workflows: number },
+): Promise<{ rows: ClaimedStep[]; lastVisited: string | null; visited: number }> {
+  const { rows } = await db.query<ClaimedStep & { last_visited: string | null; visited: number }>({
+    name: 'stepd_claim_ready_steps_fairly',
+    text: `WITH RECURSIVE wf(id, n) AS (
+             (SELECT workflow_id, 1 FROM workflow_steps
+               WHERE status = 'ready' AND ready_at <= now() AND workflow_id > $4 ORDER BY workflow_id LIMIT 1)
+             UNION ALL
+             SELECT (SELECT s.workflow_id FROM workflow_steps s
+                      WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id > wf.id ORDER BY s.workflow_id LIMIT 1), wf.n + 1
+               FROM wf WHERE wf.id IS NOT NULL AND wf.n < $5),
+           visited AS (SELECT id FROM wf WHERE id IS NOT NULL),
+           picked AS (
+             SELECT p.id FROM visited v CROSS JOIN LATERAL (
+                      SELECT s.id, s.ready_at FROM workflow_steps s
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id
+                       ORDER BY s.ready_at, s.id
+                       LIMIT greatest(1, ceil($2::numeric / (SELECT count(*) FROM visited)))::int
+                         FOR UPDATE SKIP LOCKED) p
+              ORDER BY p.ready_at, p.id LIMIT $2),
+           claimed AS (
+             ${CLAIM_UPDATE}
+              WHERE id IN (SELECT id FROM picked)
+             RETURNING *)
+           SELECT c.*, w.created_by, v.last_visited, v.visited
+             FROM (SELECT max(id)::text AS last_visited, count(*)::int AS visited FROM visited) v
+             LEFT JOIN (claimed c JOIN workflows w ON w.id = c.workflow_id) ON true`,
+    values: [opts.executorId, opts.limit, opts.leaseMs, opts.after, opts.workflows],
+  });
+  const first = rows[0];
+  const claimed = rows.filter((r) => r.id !== null).map(({ last_visited: _l, visited: _v, ...row }) => row as ClaimedStep);
+  return { rows: claimed, lastVisited: first?.last_visited ?? null, visited: first?.visited ?? 0 };
+}
+
+/**
+ * The ready steps the hot claim would take next, without locking them: when a claim statement
+ * fails as a whole, the executor claims these one at a time to find the row that fails it.
+ */
+export async function peekReadySteps(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string; name: string }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
+    name: 'stepd_peek_ready_steps',
+    text: `SELECT id, workflow_id, name FROM workflow_steps
+            WHERE status = 'ready' AND ready_at <= now() ORDER BY ready_at, id LIMIT $1`,
+    values: [limit],
+  });
+  return rows;
+}
+
+/**
+ * Limited claims of every executor on the schema take this lock for their transaction, so the
+ * running rows each one counts include every other executor's claims (committed before it).
+ */
+export async function lockClaimLimits(db: Queryable, schema: string): Promise<void> {
+  await db.query({
+    name: 'stepd_lock_claim_limits',
+    text: `SELECT pg_advisory_xact_lock(hashtextextended('stepd.claim-limits:' || $1::text, 0))`,
+    values: [schema],
+  });
+}
+
+/** Running tool steps on the whole database, by tool and user: what the limits count. */
+export async function countRunningToolSteps(db: Queryable): Promise<{ tool: string; created_by: string | null; n: number }[]> {
+  const { rows } = await db.query<{ tool: string; created_by: string | null; n: number }>({
+    name: 'stepd_count_running_tool_steps',
+    text: `SELECT s.tool, w.created_by, count(*)::int AS n
+             FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+            WHERE s.status = 'running' AND s.tool IS NOT NULL
+            GROUP BY s.tool, w.created_by`,
+  });
+  return rows;
+}
+
 export async function extendLeasesIfRunning(
   db: Queryable,
   executorId: string,
@@ -159,10 +240,10 @@ export async function findExpiredGates(db: Queryable, limit: number): Promise<{ 
 export async function lockClaimCandidates(
   db: Queryable,
   opts: { limit: number; skipToolsLike: string[]; skipUsers: string[] },
-): Promise<{ id: string; tool: string | null; created_by: string | null }[]> {
-  const { rows } = await db.query<{ id: string; tool: string | null; created_by: string | null }>({
+): Promise<{ id: string; workflow_id: string; name: string; tool: string | null; created_by: string | null }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string; name: string; tool: string | null; created_by: string | null }>({
     name: 'stepd_lock_claim_candidates',
-    text: `SELECT s.id, s.tool, w.created_by
+    text: `SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
              FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
             WHERE s.status = 'ready' AND s.ready_at <= now()
               AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
@@ -194,18 +275,21 @@ export async function claimLockedSteps(
 /**
  * The start of a batch of outcomes, in one statement: lock the workflow rows (in id order), then
  * finish the given steps this executor is running, of those workflows that are still running.
+ * With `skipLocked`, workflows another transaction holds are left out (not returned, their steps
+ * not finished) instead of waited for.
  */
 export async function lockWorkflowsAndFinishSteps(
   db: Queryable,
   executorId: string,
   workflowIds: string[],
   values: FinishValues[],
+  opts: { skipLocked?: boolean } = {},
 ): Promise<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }> {
   const { rows } = await db.query<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }>({
-    name: 'stepd_lock_workflows_and_finish_steps',
+    name: opts.skipLocked ? 'stepd_lock_workflows_and_finish_steps_skip_locked' : 'stepd_lock_workflows_and_finish_steps',
     text: `WITH locked AS (
              SELECT id, name, input, status, created_by, step_count FROM workflows
-              WHERE id = ANY($2::bigint[]) ORDER BY id FOR UPDATE),
+              WHERE id = ANY($2::bigint[]) ORDER BY id ${opts.skipLocked ? 'FOR UPDATE SKIP LOCKED' : 'FOR UPDATE'}),
            fin AS (
              UPDATE workflow_steps s
                 SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
