@@ -1,11 +1,13 @@
 /**
- * `http.request` through the whole executor against a local node:http server on 127.0.0.1:
- * results in step rows and templates, which statuses are retried (429 honouring Retry-After,
- * 5xx) and which are not (404), and timeouts.
+ * `http.request` through the whole executor against a local node:http server on 127.0.0.1
+ * (reachable only through an allow entry of the egress policy): results in step rows and
+ * templates, which statuses are retried (429 honouring Retry-After, 5xx) and which are not
+ * (404), timeouts, the Idempotency-Key of retries, and a refused address.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { EgressPolicy } from '../../src/tools/egress.js';
 import { HttpToolProvider } from '../../src/tools/httpTool.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
@@ -55,10 +57,10 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(JSON.stringify(body));
 }
 
-async function setup(routes: Record<string, Route>): Promise<{ t: TestSchema; http: Awaited<ReturnType<typeof startHttpServer>> }> {
+async function setup(routes: Record<string, Route>, allow: string[] = ['http://127.0.0.1:*']): Promise<{ t: TestSchema; http: Awaited<ReturnType<typeof startHttpServer>> }> {
   const t = await createTestSchema();
   const http = await startHttpServer(routes);
-  await startExecutor(t, { tools: [new HttpToolProvider()] });
+  await startExecutor(t, { tools: [new HttpToolProvider({ egress: new EgressPolicy({ policy: { allow } }) })] });
   return { t, http };
 }
 
@@ -171,5 +173,27 @@ describe('http.request in workflows', () => {
     ]);
     // Both requests reached the server and were abandoned by the client.
     await waitFor(() => http.hits('/slow').length === 2 && http.hits('/slow').every((s) => s.aborted), 'both requests to be aborted');
+  });
+
+  it('sends the same Idempotency-Key on every attempt of a step', async () => {
+    const { t, http } = await setup({
+      '/charge': (_req, res, n) => (n === 1 ? json(res, 503, { error: 'try again' }) : json(res, 200, { charged: true })),
+    });
+    const id = await insertWorkflow(t, oneRequest({ url: `${http.base}/charge`, method: 'POST', body: { amount: 5 } }), {}, { user: 'alice' });
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    const hits = http.hits('/charge');
+    expect(hits).toHaveLength(2);
+    const [first] = await getSteps(t, id);
+    expect(hits.map((h) => h.headers['idempotency-key'])).toEqual([`${id}:call:${first!.id}`, `${id}:call:${first!.id}`]);
+  });
+
+  it('fails a request to a loopback address no allow entry names, once, without reaching the server', async () => {
+    const { t, http } = await setup({ '/admin': (_req, res) => json(res, 200, { secret: true }) }, []);
+    const id = await insertWorkflow(t, oneRequest({ url: `${http.base}/admin` }), {}, { user: 'alice' });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    expect(wf.error).toMatchObject({ code: 'egress_denied', retryable: false, details: { reason: 'loopback' } });
+    expect((await getSteps(t, id)).map((s) => [s.status, s.attempt])).toEqual([['failed', 1]]);
+    expect(http.seen).toHaveLength(0);
   });
 });
