@@ -49,6 +49,31 @@ describe('cancellation', () => {
   });
 });
 
+describe('cancelling whatever is running', () => {
+  it('cancels a workflow whose steps were claimed after the cancelling transaction began', async () => {
+    const t = await createTestSchema();
+    const id = await insertWorkflow(t, { start: 'sleep', steps: { sleep: { tool: 'core.sleep', args: { ms: 60_000 } } } });
+    const canceller = await t.db.connect();
+    try {
+      // The cancelling transaction's now() is fixed before the executor claims the step.
+      await canceller.query('BEGIN');
+      const { rows } = await canceller.query<{ began: Date }>('SELECT now() AS began');
+      await startExecutor(t);
+      const running = await waitForStep(t, id, 'sleep', 'running');
+      expect(running.started_at!.getTime()).toBeGreaterThan(rows[0]!.began.getTime());
+      await canceller.query(`UPDATE ${t.schema}.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
+      await canceller.query('COMMIT');
+    } finally {
+      canceller.release();
+    }
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('cancelled');
+    const [step] = await getSteps(t, id);
+    expect(step!.status).toBe('cancelled');
+    expect(step!.completed_at!.getTime()).toBeGreaterThanOrEqual(step!.started_at!.getTime());
+  });
+});
+
 describe('the workflow deadline', () => {
   it('fails a workflow that runs past its flow timeout with deadline, cancelling and aborting its step', async () => {
     const t = await createTestSchema();
