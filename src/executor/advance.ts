@@ -7,6 +7,7 @@
 import { StepError, TemplateError, type ErrorData } from '../errors.js';
 import { getStep, type CompiledStep } from '../flow/compiled.js';
 import { resolveTemplates } from '../flow/templates.js';
+import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
 import {
   cancelLiveStepsInFanout,
@@ -194,6 +195,8 @@ export class Advance {
   /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */
   private async arrive(pos: Position, output: unknown): Promise<void> {
     if (pos.fanoutId === null) {
+      const tooLarge = this.wf.flow.caps && valueCapError('the workflow output', output, 'outputBytes', this.wf.flow.caps);
+      if (tooLarge) return this.failWorkflow(tooLarge);
       this.writer.completeIfIdle(this.wf.id, output, (completed) => completed && this.ended_('completed'));
       return;
     }

@@ -14,7 +14,8 @@ import {
   type ClaimedStep,
 } from '../db/queries.js';
 import { StepError } from '../errors.js';
-import type { ClientsConfig } from '../configFile.js';
+import type { CapsConfig, ClientsConfig } from '../configFile.js';
+import { resolveCaps, valueCapError } from '../flow/caps.js';
 import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { LimitPolicy } from '../tools/limits.js';
@@ -39,6 +40,8 @@ export interface ExecutorDeps {
   limits?: LimitPolicy;
   /** Which users each database role may start workflows as (config `clients`). */
   clients?: ClientsConfig;
+  /** The operator's caps (config `caps`); defaults in src/flow/caps.ts. */
+  caps?: CapsConfig;
   random?: () => number;
 }
 
@@ -55,7 +58,7 @@ interface RunningTask {
 export class Executor {
   private readonly pool: pg.Pool;
   private readonly listener: Listener;
-  private readonly cache = new WorkflowCache();
+  private readonly cache: WorkflowCache;
   private readonly running = new Map<string, RunningTask>();
   private readonly tx: TxDeps;
   private readonly outcomes: OutcomeQueue;
@@ -83,6 +86,7 @@ export class Executor {
     private readonly opts: ExecutorOptions,
     private readonly deps: ExecutorDeps,
   ) {
+    this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
     const poolOpts: PoolOptions = { url: opts.databaseUrl, schema: opts.schema, role: 'executor', events: opts.emitEvents, max: opts.poolSize ?? Math.min(20, opts.concurrency + 2) };
     this.pool = createPool(poolOpts);
     this.tx = {
@@ -320,6 +324,8 @@ export class Executor {
       outcome = { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name}" is not in the workflow's flow`, retryable: false } };
     } else {
       outcome = await runStep(this.deps, row, step, task.controller.signal);
+      const tooLarge = outcome.status === 'done' ? valueCapError(`the result of step "${row.name}"`, outcome.result, 'resultBytes', this.cache.compiler.caps) : undefined;
+      if (tooLarge) outcome = { status: 'failed', error: tooLarge };
     }
     if (task.released) return;
     const ms = Date.now() - started;

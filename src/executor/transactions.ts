@@ -24,6 +24,7 @@ import {
 } from '../db/queries.js';
 import type { ClientsConfig } from '../configFile.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
+import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
 import { decideActingUser } from '../security/actAs.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
@@ -238,7 +239,8 @@ export async function admitWorkflows(
         if (!current || isRetryablePgError(oneErr)) throw oneErr;
         const failed: AdmittedWorkflow = current;
         deps.cache.forget(failed.id);
-        const error = { code: 'admission_failed', message: `the database refused to start this workflow: ${(oneErr as Error).message}` };
+        const byDatabase = typeof oneErr === 'object' && oneErr !== null && 'severity' in oneErr;
+        const error = { code: 'admission_failed', message: storableText(`${byDatabase ? 'the database refused to start this workflow' : 'starting this workflow failed'}: ${(oneErr as Error).message}`) };
         await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, failed.id, error));
         deps.log.error({ err: oneErr, workflowId: failed.id }, 'workflow could not be admitted');
       }
@@ -274,10 +276,14 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   const row = await checkActingUser(deps, client, admitted, w);
   if (!row) return;
   const compiled = deps.cache.compiler.compile(row.flow);
-  if (!compiled.ok) {
-    const error = { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: compiled.issues };
+  // Issues and messages may quote the client's text: storable* keeps them within what jsonb accepts.
+  const refusal: ErrorData | undefined = compiled.ok
+    ? admissionProblem(row.name, row.input, deps.cache.compiler.caps)
+    : { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: storableIssues(compiled.issues) };
+  if (refusal || !compiled.ok) {
+    const error = refusal ?? { code: 'invalid_flow', message: 'flow is invalid' };
     await failWorkflowIfActive(client, row.id, error);
-    deps.log.warn({ workflowId: row.id, workflow: row.name, issues: compiled.issues }, 'workflow rejected: invalid flow');
+    deps.log.warn({ workflowId: row.id, workflow: storableText(row.name, 200), error }, 'workflow rejected at admission');
     w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
     return;
   }

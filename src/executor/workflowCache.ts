@@ -3,6 +3,7 @@
  * are frozen once it is admitted (the guard trigger enforces it), so caching them is safe.
  */
 import { compileFlow, type CompileResult } from '../flow/validate.js';
+import { DEFAULT_CAPS, type Caps } from '../flow/caps.js';
 import type { CompiledFlow } from '../flow/compiled.js';
 import { getWorkflowDefinitions, type Queryable, type WorkflowDefinition } from '../db/queries.js';
 
@@ -16,9 +17,14 @@ export interface WorkflowInfo {
 
 export class WorkflowCache {
   private readonly entries = new Map<string, WorkflowInfo>();
-  readonly compiler = new FlowCompiler();
+  readonly compiler: FlowCompiler;
 
-  constructor(private readonly capacity = 2_000) {}
+  constructor(
+    private readonly capacity = 2_000,
+    caps: Readonly<Caps> = DEFAULT_CAPS,
+  ) {
+    this.compiler = new FlowCompiler(caps);
+  }
 
   get(id: string): WorkflowInfo | undefined {
     const hit = this.entries.get(id);
@@ -67,19 +73,29 @@ export class WorkflowCache {
 }
 
 /**
- * Compiles flows, remembering the last few by their JSON text: many workflows share one flow,
- * and a compiled flow is immutable, so they can share the compiled form too.
+ * Compiles flows under the operator's caps, remembering the last few by their JSON text: many
+ * workflows share one flow, and a compiled flow is immutable, so they can share the compiled
+ * form too.
  */
 export class FlowCompiler {
   private readonly byText = new Map<string, CompileResult>();
 
-  constructor(private readonly capacity = 200) {}
+  constructor(
+    readonly caps: Readonly<Caps> = DEFAULT_CAPS,
+    private readonly capacity = 200,
+  ) {}
 
   compile(flow: unknown): CompileResult {
-    const key = typeof flow === 'string' ? flow : JSON.stringify(flow);
+    let key: string;
+    try {
+      key = typeof flow === 'string' ? flow : JSON.stringify(flow);
+    } catch {
+      // Nested too deep for JSON.stringify: compileFlow reports that as an issue.
+      return compileFlow(flow, { caps: this.caps });
+    }
     const hit = this.byText.get(key);
     if (hit) return hit;
-    const compiled = compileFlow(flow);
+    const compiled = compileFlow(flow, { caps: this.caps });
     this.byText.set(key, compiled);
     if (this.byText.size > this.capacity) this.byText.delete(this.byText.keys().next().value!);
     return compiled;
@@ -88,7 +104,7 @@ export class FlowCompiler {
 
 /** Compiles a stored definition; undefined when its flow is invalid (it was never admitted). */
 export function toInfo(row: WorkflowDefinition, compiler?: FlowCompiler): WorkflowInfo | undefined {
-  const compiled = compiler ? compiler.compile(row.flow) : compileFlow(row.flow);
+  const compiled = compiler ? compiler.compile(row.flow) : compileFlow(row.flow, { caps: DEFAULT_CAPS });
   if (!compiled.ok) return undefined;
   return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
 }

@@ -2,6 +2,7 @@
  * A flow after validation: every step with its kind, its transition, and its policies in
  * milliseconds, conditions compiled once. This is what the executor caches per workflow.
  */
+import type { Caps } from './caps.js';
 import type { CompiledCondition } from './conditions.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
@@ -53,11 +54,15 @@ export interface CompiledFlow {
   steps: Map<string, CompiledStep>;
   /** forEach `as` aliases in use anywhere in the flow. */
   itemAliases: string[];
+  /** The operator's caps it was compiled under (checked again at run time: forEach items, output). */
+  caps?: Readonly<Caps>;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 3, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true };
 export const DEFAULT_STEP_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_STEPS = 1_000;
+/** A forEach without `concurrency` (lowered to caps.forEachConcurrency when caps apply). */
+export const DEFAULT_FOREACH_CONCURRENCY = 10_000;
 
 export function getStep(flow: CompiledFlow, name: string): CompiledStep {
   const step = flow.steps.get(name);

@@ -19,10 +19,16 @@
  *
  * Variables are declared `dyn`, and undeclared identifiers are rejected when the condition is
  * compiled (`foo == 1` → ConditionError naming `foo`).
+ *
+ * Every evaluation runs under a cost budget (celBudget.ts): a runaway condition fails with a
+ * BudgetError (`budget_exceeded`) in milliseconds, and one that obviously cannot fit (too deeply
+ * nested comprehensions) is refused when it is compiled.
  */
 
 import { Environment, type ASTNode } from '@marcbachmann/cel-js';
 import { ConditionError } from '../errors.js';
+import { BudgetError } from './caps.js';
+import { CEL_PARSE_LIMITS, CONDITION_BUDGET, instrument, newMeter, staticBudgetProblem } from './celBudget.js';
 
 /** The values a condition can see; absent ones are null. Aliases (forEach `as`) go alongside. */
 export interface ConditionVars {
@@ -126,7 +132,7 @@ function describe(value: unknown): string {
 // The environment
 
 function createEnvironment(roots: readonly string[]): Environment {
-  const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false });
+  const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, limits: CEL_PARSE_LIMITS });
   for (const name of roots) env.registerVariable(name, 'dyn');
   // Mixed int/double arithmetic, which CEL leaves undefined but JSON numbers make unavoidable.
   env
@@ -194,8 +200,13 @@ export function compileCondition(source: string, extraRoots: string[] = []): Com
     throw new ConditionError(`condition must evaluate to a boolean, got ${checked.type} (condition "${source}")`, { source, type: checked.type });
   }
 
+  const tooCostly = staticBudgetProblem(program.ast);
+  if (tooCostly) throw new ConditionError(`condition "${source}" exceeds its budget: ${tooCostly}`, { source, code: 'budget_exceeded' });
+
   const used = conditionRootsOf(program.ast).filter((name) => roots.includes(name));
   const run = program;
+  const meter = newMeter(source);
+  instrument(program.ast, meter);
   return Object.freeze({
     source,
     evaluate(vars: ConditionVars): boolean {
@@ -203,12 +214,16 @@ export function compileCondition(source: string, extraRoots: string[] = []): Com
       for (const name of roots) context[name] = null;
       for (const name of used) context[name] = Object.hasOwn(vars, name) ? toCel(vars[name]) : null;
       let value: unknown;
+      meter.remaining = CONDITION_BUDGET;
       try {
         value = run(context);
       } catch (err) {
+        if (err instanceof BudgetError) throw err;
         const p = celProblem(err);
         throw new ConditionError(`condition "${source}" failed: ${p.text}`, { source, code: p.code, range: p.range });
       }
+      // `a || b` swallows an error on one side when the other decides; a spent budget still fails.
+      if (meter.remaining < 0) throw new BudgetError(`condition "${source}" exceeded its evaluation budget of ${CONDITION_BUDGET} units`, { budget: 'condition', limit: CONDITION_BUDGET });
       if (typeof value !== 'boolean') {
         throw new ConditionError(`condition must evaluate to a boolean, got ${describe(value)} (condition "${source}")`, { source });
       }
@@ -291,7 +306,7 @@ function isId(node: unknown, name: string): boolean {
 export function conditionRefs(source: string, extraRoots: string[] = []): string[] {
   const roots = rootsFor(extraRoots, source);
   if (seedCondition(source, new Set(roots))) return ['result'];
-  const env = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false });
+  const env = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, limits: CEL_PARSE_LIMITS });
   try {
     return conditionRootsOf(env.parse(source).ast);
   } catch (err) {

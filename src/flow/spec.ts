@@ -4,6 +4,10 @@
  * canonical form ({ "start": "first", "steps": { "first": { ... }, "other": { ... } } }).
  */
 import { z } from 'zod';
+import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
+
+/** The largest flow accepted, as JSON text. */
+export const MAX_FLOW_BYTES = 1024 * 1024;
 
 /** Names that JavaScript objects treat specially; a step may not be called that. */
 const RESERVED_STEP_NAMES: ReadonlySet<string> = new Set(['__proto__']);
@@ -12,7 +16,11 @@ const duration = z.union([z.string().min(1), z.number().int().nonnegative()]);
 const stepName = z
   .string()
   .min(1, 'a step name must not be empty')
-  .refine((name) => !RESERVED_STEP_NAMES.has(name), '"__proto__" cannot name a step');
+  .refine((name) => !RESERVED_STEP_NAMES.has(name), '"__proto__" cannot name a step')
+  .superRefine((name, ctx) => {
+    const problem = nameProblem(name);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 export const retrySpec = z
   .object({
@@ -113,9 +121,13 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
     try {
       raw = JSON.parse(raw);
     } catch (err) {
+      // The parser's message may quote half of a surrogate pair (an emoji): storableText cleans it later.
       return { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] };
     }
   }
+  const size = measureJson(raw, { maxBytes: MAX_FLOW_BYTES });
+  if (size.over === 'depth') return { issues: [{ path: formatPath(deepPath(raw, MAX_JSON_DEPTH)), message: `flow nests deeper than ${MAX_JSON_DEPTH} levels` }] };
+  if (size.over === 'bytes') return { issues: [{ path: '', message: `flow is larger than ${MAX_FLOW_BYTES} bytes as JSON` }] };
   if (!isPlainObject(raw)) return { issues: [{ path: '', message: 'flow must be a JSON object' }] };
   if (!isPlainObject(raw.start)) return { flow: raw, issues: [] };
 
@@ -139,6 +151,24 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
   return { flow: { start: name, steps }, issues };
 }
 
+/** The path to the first value nested deeper than `max` levels (recursion bounded by `max`). */
+function deepPath(value: unknown, max: number): (string | number)[] {
+  const path: (string | number)[] = [];
+  const find = (v: unknown, depth: number): boolean => {
+    if (typeof v !== 'object' || v === null) return false;
+    if (depth >= max) return true;
+    const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
+    for (const [key, child] of entries) {
+      path.push(key);
+      if (find(child, depth + 1)) return true;
+      path.pop();
+    }
+    return false;
+  };
+  find(value, 0);
+  return path;
+}
+
 /** Parses shape only (zod); graph checks are in validate.ts. */
 export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[] } {
   const normalized = normalizeFlow(raw);
@@ -147,6 +177,11 @@ export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIss
   if (isPlainObject(steps)) {
     const reserved = Object.keys(steps).filter((k) => RESERVED_STEP_NAMES.has(k));
     if (reserved.length > 0) return { issues: reserved.map((k) => ({ path: `steps.${k}`, message: `"${k}" cannot name a step` })) };
+    const badNames = Object.keys(steps).flatMap((k) => {
+      const problem = nameProblem(k);
+      return problem ? [{ path: `steps.${k.length > 40 ? `${k.slice(0, 40)}…` : k}`, message: problem }] : [];
+    });
+    if (badNames.length > 0) return { issues: badNames };
   }
   const parsed = flowSpec.safeParse(normalized.flow);
   if (!parsed.success) {

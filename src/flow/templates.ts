@@ -13,9 +13,14 @@
  * A name made only of digits (without a leading zero) is an index. Arrays are indexed by numbers
  * only; objects by their OWN properties only, and `__proto__`, `constructor` and `prototype` are
  * never accepted. A path that does not exist is an error, never an empty string.
+ *
+ * One resolution may produce at most TEMPLATE_BUDGET_CHARS characters (interpolated text plus
+ * the JSON size of every value it substitutes), so a few templates repeating a large result
+ * cannot build gigabytes of arguments; past it resolution fails with a BudgetError.
  */
 
 import { TemplateError } from '../errors.js';
+import { BudgetError, TEMPLATE_BUDGET_CHARS, measureJson } from './caps.js';
 
 /** The roots a template may start from: input, steps, result, item, index, results, error, workflow, … */
 export type TemplateScope = Record<string, unknown>;
@@ -264,7 +269,31 @@ function lookup(part: TemplatePart, scope: TemplateScope): unknown {
   return value;
 }
 
-function interpolate(parts: StringPart[], scope: TemplateScope): string {
+/** What one resolution may still produce; sizes of substituted objects are measured once. */
+interface Budget {
+  remaining: number;
+  readonly sizes: WeakMap<object, number>;
+}
+
+function spend(budget: Budget, value: unknown, template: string): void {
+  let units = 8;
+  if (typeof value === 'string') units = value.length;
+  else if (typeof value === 'object' && value !== null) {
+    const known = budget.sizes.get(value);
+    units = known ?? measureJson(value, { maxBytes: budget.remaining + 1, maxDepth: Number.MAX_SAFE_INTEGER }).bytes;
+    if (known === undefined) budget.sizes.set(value, units);
+  }
+  budget.remaining -= units;
+  if (budget.remaining < 0) {
+    throw new BudgetError(`template "${template}": resolving templates would produce more than ${TEMPLATE_BUDGET_CHARS} characters`, {
+      budget: 'template',
+      limit: TEMPLATE_BUDGET_CHARS,
+      template,
+    });
+  }
+}
+
+function interpolate(parts: StringPart[], scope: TemplateScope, budget: Budget): string {
   let out = '';
   for (const part of parts) {
     if (typeof part === 'string') {
@@ -272,6 +301,7 @@ function interpolate(parts: StringPart[], scope: TemplateScope): string {
       continue;
     }
     const value = lookup(part, scope);
+    spend(budget, value, part.raw);
     if (typeof value === 'string') out += value;
     else if (typeof value === 'bigint') out += value.toString();
     else {
@@ -300,17 +330,25 @@ function setOwn(target: Record<string, unknown>, key: string, value: unknown): v
  * of the scope are never scanned for templates themselves.
  */
 export function resolveTemplates(value: unknown, scope: TemplateScope): unknown {
+  return resolveWithin(value, scope, { remaining: TEMPLATE_BUDGET_CHARS, sizes: new WeakMap() });
+}
+
+function resolveWithin(value: unknown, scope: TemplateScope, budget: Budget): unknown {
   if (typeof value === 'string') {
     const parts = parseString(value);
     if (parts === null) return value;
     const first = parts[0];
-    if (parts.length === 1 && typeof first === 'object' && first.raw.length === value.length) return lookup(first, scope);
-    return interpolate(parts, scope);
+    if (parts.length === 1 && typeof first === 'object' && first.raw.length === value.length) {
+      const found = lookup(first, scope);
+      spend(budget, found, first.raw);
+      return found;
+    }
+    return interpolate(parts, scope, budget);
   }
-  if (Array.isArray(value)) return value.map((item: unknown) => resolveTemplates(item, scope));
+  if (Array.isArray(value)) return value.map((item: unknown) => resolveWithin(item, scope, budget));
   if (typeof value === 'object' && value !== null && isPlainObject(value)) {
     const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value)) setOwn(out, key, resolveTemplates((value as Record<string, unknown>)[key], scope));
+    for (const key of Object.keys(value)) setOwn(out, key, resolveWithin((value as Record<string, unknown>)[key], scope, budget));
     return out;
   }
   return value;

@@ -6,6 +6,7 @@ import { StepError, type ErrorData } from '../errors.js';
 import type { CompiledFlow, CompiledStep, RetryPolicy } from './compiled.js';
 import { getStep } from './compiled.js';
 import { resolveTemplates, type TemplateScope } from './templates.js';
+import { CapExceededError, valueCapError } from './caps.js';
 
 export type Decision =
   /** Create these steps next, in the same branch (fan-out and item) as the finished one. */
@@ -65,19 +66,34 @@ export function resolveSuccess(flow: CompiledFlow, stepName: string, scope: Temp
             error: { code: 'invalid_items', message: `forEach.items of step "${stepName}" is not an array`, step: stepName, details: { items } },
           };
         }
+        const cap = flow.caps?.forEachItems;
+        if (cap !== undefined && items.length > cap) {
+          throw new CapExceededError(`forEach of step "${stepName}" has ${items.length} items, above the operator's cap caps.forEachItems (${cap})`, {
+            cap: 'forEachItems',
+            limit: cap,
+            actual: items.length,
+          });
+        }
         return { kind: 'forEach', items, step: t.step, concurrency: t.concurrency };
       }
       case 'done':
         if (t.status === 'failed') {
           return { kind: 'failWorkflow', error: { code: 'failed_by_flow', message: t.error ?? `step "${stepName}" failed the workflow`, step: stepName } };
         }
-        return { kind: 'complete', output: outputOf(step, scope) };
+        return { kind: 'complete', output: checkedOutput(flow, outputOf(step, scope)) };
       case 'arrive':
         return { kind: 'arrive', output: outputOf(step, scope) };
     }
   } catch (err) {
     return { kind: 'failWorkflow', error: stepErrorData(err, stepName) };
   }
+}
+
+/** The workflow's output, unless it is above caps.outputBytes (then the workflow fails with cap_exceeded). */
+export function checkedOutput(flow: CompiledFlow, output: unknown): unknown {
+  const problem = flow.caps ? valueCapError('the workflow output', output, 'outputBytes', flow.caps) : undefined;
+  if (problem) throw new CapExceededError(problem.message, problem.details as { cap: string; limit: number });
+  return output;
 }
 
 function outputOf(step: CompiledStep, scope: TemplateScope): unknown {

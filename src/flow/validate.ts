@@ -3,7 +3,9 @@
  * {path, message}; a flow with no issues compiles into a CompiledFlow for the executor.
  */
 import { compileCondition, type CompiledCondition } from './conditions.js';
+import type { Caps } from './caps.js';
 import {
+  DEFAULT_FOREACH_CONCURRENCY,
   DEFAULT_MAX_STEPS,
   DEFAULT_RETRY,
   DEFAULT_STEP_TIMEOUT_MS,
@@ -26,20 +28,51 @@ const SEED_ROOT_ALIASES = ['workflow_input', 'loop_item'];
 
 export type CompileResult = { ok: true; flow: CompiledFlow; issues: [] } | { ok: false; issues: FlowIssue[] };
 
+export interface CompileOptions {
+  /** The operator's caps: a flow asking for more is invalid; defaults are lowered to them. */
+  caps?: Readonly<Caps>;
+}
+
 /** Validates any flow JSON (either form) and compiles it. */
-export function compileFlow(raw: unknown): CompileResult {
+export function compileFlow(raw: unknown, options: CompileOptions = {}): CompileResult {
   const shape = parseFlowShape(raw);
   if (!shape.spec) return { ok: false, issues: shape.issues };
   const issues: FlowIssue[] = [];
   const flow = buildFlow(shape.spec, issues);
+  if (options.caps) applyCaps(flow, options.caps, issues);
   if (issues.length === 0) issues.push(...checkRegions(flow));
   if (issues.length > 0) return { ok: false, issues };
   return { ok: true, flow, issues: [] };
 }
 
 /** Just the issues: what `stepd validate` prints. */
-export function validateFlow(raw: unknown): FlowIssue[] {
-  return compileFlow(raw).issues;
+export function validateFlow(raw: unknown, options: CompileOptions = {}): FlowIssue[] {
+  return compileFlow(raw, options).issues;
+}
+
+/**
+ * The caps a flow can be checked against before it runs: its step budget, each forEach's
+ * concurrency and literal items. Defaults the flow left out are lowered to the caps instead.
+ */
+function applyCaps(flow: CompiledFlow, caps: Readonly<Caps>, issues: FlowIssue[]): void {
+  flow.caps = caps;
+  if (flow.spec.maxSteps === undefined) flow.maxSteps = Math.min(flow.maxSteps, caps.steps);
+  else if (flow.spec.maxSteps > caps.steps) {
+    issues.push({ path: 'maxSteps', message: `maxSteps ${flow.spec.maxSteps} is above the operator's cap caps.steps (${caps.steps})` });
+  }
+  for (const step of flow.steps.values()) {
+    const t = step.transition;
+    if (t.kind !== 'forEach') continue;
+    const at = `steps.${step.name}.forEach`;
+    const asked = step.spec.forEach?.concurrency;
+    if (asked === undefined) t.concurrency = Math.min(t.concurrency, caps.forEachConcurrency);
+    else if (asked > caps.forEachConcurrency) {
+      issues.push({ path: `${at}.concurrency`, message: `concurrency ${asked} is above the operator's cap caps.forEachConcurrency (${caps.forEachConcurrency})` });
+    }
+    if (Array.isArray(t.items) && t.items.length > caps.forEachItems) {
+      issues.push({ path: `${at}.items`, message: `${t.items.length} items are above the operator's cap caps.forEachItems (${caps.forEachItems})` });
+    }
+  }
 }
 
 /** 100 years: longer is a mistake, and timestamps that far out are past what a JS Date can hold. */
@@ -280,7 +313,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
       kind: 'forEach',
       items: s.forEach.items,
       step: s.forEach.step,
-      concurrency: s.forEach.concurrency ?? 10_000,
+      concurrency: s.forEach.concurrency ?? DEFAULT_FOREACH_CONCURRENCY,
       mode: s.mode ?? 'failFast',
       ...(s.forEach.as !== undefined ? { as: s.forEach.as } : {}),
       ...(s.join !== undefined ? { join: s.join } : {}),

@@ -1,0 +1,178 @@
+/**
+ * The cost budget of a CEL condition. `@marcbachmann/cel-js` limits what it parses (AST nodes,
+ * nesting, list and map literal sizes) but not what an evaluation costs: eight nested
+ * comprehensions over ten elements each run 10^8 iterations and hold the event loop for
+ * seconds. Two defences, both cheap on the normal path:
+ *
+ * - at compile time (validation and admission), a condition whose comprehensions nest deeper
+ *   than {@link MAX_COMPREHENSION_NESTING}, or whose nested comprehensions over literal lists
+ *   would obviously cost more than the budget, is refused with a ConditionError;
+ * - at evaluation, the checked AST is instrumented once: every comprehension charges the size of
+ *   the collection it is about to walk, and every `+`, function or method call charges the
+ *   length of the string or list it produced (so `cel.bind` doubling cannot build a gigabyte).
+ *   Past {@link CONDITION_BUDGET} units the evaluation stops with a BudgetError, within a few
+ *   milliseconds.
+ *
+ * The counting happens in wrappers around the `handle` functions the library's type checker
+ * attaches to AST nodes; nothing is charged per AST node visited, so a condition without
+ * comprehensions pays one closure call per `+` or call and nothing else.
+ */
+import { BudgetError } from './caps.js';
+
+/** Cost units one evaluation may spend: one per comprehension element, one per list element or 16 string characters built. */
+export const CONDITION_BUDGET = 100_000;
+/** The deepest comprehensions (`all`, `exists`, `map`, `filter`, …) may nest in one condition. */
+export const MAX_COMPREHENSION_NESTING = 3;
+/** Parser limits applied to every condition (the library's defaults are 100,000 nodes, depth 250). */
+export const CEL_PARSE_LIMITS = Object.freeze({ maxAstNodes: 5_000, maxDepth: 100, maxListElements: 1_000, maxMapEntries: 1_000, maxCallArguments: 32 });
+
+/** The remaining units of one evaluation; reset before each. */
+export interface Meter {
+  remaining: number;
+  readonly source: string;
+}
+
+export function newMeter(source: string): Meter {
+  return { remaining: CONDITION_BUDGET, source };
+}
+
+/** A node of the library's AST as far as this module reads it. */
+interface Node {
+  op: string;
+  args: unknown;
+  meta?: { alternate?: Node };
+  handle?: (a: unknown, b: unknown, c: unknown, d: unknown) => unknown;
+}
+
+function isNode(value: unknown): value is Node {
+  return typeof value === 'object' && value !== null && typeof (value as { op?: unknown }).op === 'string';
+}
+
+/** The node a macro call stands for (`list.all(x, p)` is a comprehension node behind an `rcall`). */
+function target(node: Node): Node {
+  const alt = node.meta?.alternate;
+  return alt && isNode(alt) ? alt : node;
+}
+
+function childrenOf(node: Node): unknown[] {
+  const n = target(node);
+  if (n.op === 'comprehension') {
+    const a = n.args as { iterable?: unknown; init?: unknown; step?: unknown };
+    return [a.iterable, a.init, a.step];
+  }
+  return Array.isArray(n.args) ? n.args : [n.args];
+}
+
+function forEachNode(value: unknown, visit: (node: Node) => void): void {
+  const stack: unknown[] = [value];
+  const seen = new Set<unknown>();
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+      continue;
+    }
+    if (!isNode(v) || seen.has(v)) continue;
+    seen.add(v);
+    visit(v);
+    for (const child of childrenOf(v)) stack.push(child);
+  }
+}
+
+function charge(meter: Meter, units: number): void {
+  meter.remaining -= units;
+  if (meter.remaining < 0) {
+    throw new BudgetError(
+      `condition "${meter.source}" exceeded its evaluation budget of ${CONDITION_BUDGET} units (comprehension elements and built values)`,
+      { budget: 'condition', limit: CONDITION_BUDGET },
+    );
+  }
+}
+
+function sizeOf(value: unknown): number {
+  if (Array.isArray(value)) return value.length;
+  if (value instanceof Map || value instanceof Set) return value.size;
+  if (typeof value === 'object' && value !== null) {
+    let n = 0;
+    for (const _ in value) n++;
+    return n;
+  }
+  return 0;
+}
+
+function builtSize(value: unknown): number {
+  if (typeof value === 'string') return value.length >> 4;
+  if (Array.isArray(value)) return value.length;
+  return 0;
+}
+
+const CHARGED_OPS: ReadonlySet<string> = new Set(['+', 'call', 'rcall']);
+
+/**
+ * Wraps the handlers of a type-checked AST so that evaluating it spends `meter`. Call once per
+ * compiled condition, after `check()` and before the first evaluation.
+ */
+export function instrument(ast: unknown, meter: Meter): void {
+  forEachNode(ast, (node) => {
+    const n = target(node);
+    const handle = n.handle;
+    if (typeof handle !== 'function') return;
+    if (n.op === 'comprehension') {
+      n.handle = (items, args, ev, ctx) => {
+        charge(meter, 1 + sizeOf(items));
+        return handle(items, args, ev, ctx);
+      };
+    } else if (CHARGED_OPS.has(n.op)) {
+      n.handle = (a, b, c, d) => {
+        const out = handle(a, b, c, d);
+        charge(meter, builtSize(out));
+        return out;
+      };
+    }
+  });
+}
+
+/** Literal list sizes, or undefined when the collection is only known at run time. */
+function literalSize(node: unknown): number | undefined {
+  if (!isNode(node)) return undefined;
+  const n = target(node);
+  if (n.op === 'list' && Array.isArray(n.args)) return n.args.length;
+  return undefined;
+}
+
+/**
+ * What can be told before running: how deep comprehensions nest, and what nested comprehensions
+ * over literal lists cost at least. Returns a problem to report, or undefined.
+ */
+export function staticBudgetProblem(ast: unknown): string | undefined {
+  let deepest = 0;
+  let costliest = 0;
+  const walk = (value: unknown, depth: number, cost: number): void => {
+    if (Array.isArray(value)) {
+      for (const v of value) walk(v, depth, cost);
+      return;
+    }
+    if (!isNode(value)) return;
+    const n = target(value);
+    if (n.op === 'comprehension') {
+      const a = n.args as { iterable?: unknown; init?: unknown; step?: unknown };
+      const size = literalSize(a.iterable);
+      const inner = cost * (size ?? 1);
+      deepest = Math.max(deepest, depth + 1);
+      costliest = Math.max(costliest, inner);
+      walk(a.iterable, depth, cost);
+      walk(a.init, depth, cost);
+      walk(a.step, depth + 1, inner);
+      return;
+    }
+    for (const child of childrenOf(n)) walk(child, depth, cost);
+  };
+  walk(ast, 0, 1);
+  if (deepest > MAX_COMPREHENSION_NESTING) {
+    return `comprehensions (all, exists, map, filter, …) nest ${deepest} deep, over the evaluation budget's limit of ${MAX_COMPREHENSION_NESTING} levels`;
+  }
+  if (costliest > CONDITION_BUDGET) {
+    return `nested comprehensions over literal lists take ${costliest} iterations, over the evaluation budget of ${CONDITION_BUDGET}`;
+  }
+  return undefined;
+}
