@@ -29,6 +29,8 @@ export interface EgressTarget {
   hostname: string;
   address: string;
   family: 4 | 6;
+  /** Every address the host resolved to, all checked; `address` is the first. */
+  addresses: ResolvedAddress[];
   port: number;
   /** True when an allow entry matched (the address may be a private one). */
   allowedByEntry: boolean;
@@ -109,7 +111,7 @@ export class EgressPolicy {
       }
     }
     const first = addresses[0]!;
-    return { url, hostname, address: first.address, family: first.family, port, allowedByEntry };
+    return { url, hostname, address: first.address, family: first.family, addresses, port, allowedByEntry };
   }
 }
 

@@ -4,17 +4,23 @@
  * for one request and policy decision is never reused by another. Redirects are the caller's.
  */
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
-import { connect as netConnect, isIP, type Socket } from 'node:net';
+import type { LookupAddress } from 'node:dns';
+import { connect as netConnect, isIP, type LookupFunction, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { StepError } from '../errors.js';
-import type { EgressTarget } from './egress.js';
+import type { EgressTarget, ResolvedAddress } from './egress.js';
 
-/** Where a socket must go; `servername` is the name TLS verifies the certificate against. */
+/**
+ * Where a socket must go: `addresses` are the checked addresses (tried in order, Happy Eyeballs
+ * when there are several), `address` the first; `servername` is the host name TLS names and
+ * verifies the certificate against.
+ */
 export interface ConnectTarget {
   address: string;
   family: 4 | 6;
+  addresses: ResolvedAddress[];
   port: number;
   tls: boolean;
   servername: string;
@@ -23,10 +29,18 @@ export interface ConnectTarget {
 /** Opens the socket of one exchange (net.connect / tls.connect by default; injectable for tests). */
 export type Connector = (target: ConnectTarget) => Socket;
 
-export const defaultConnector: Connector = (t) =>
-  t.tls
-    ? tlsConnect({ host: t.address, port: t.port, ALPNProtocols: ['http/1.1'], ...(isIP(t.servername) ? {} : { servername: t.servername }) })
-    : netConnect({ host: t.address, port: t.port, family: t.family });
+/** A `lookup` for net.connect that answers only with the checked addresses: no second DNS query. */
+function fixedLookup(addresses: ResolvedAddress[]): LookupFunction {
+  return (_hostname, options, callback) => {
+    if ((options as { all?: boolean }).all) (callback as (err: null, all: LookupAddress[]) => void)(null, addresses);
+    else (callback as (err: null, address: string, family: number) => void)(null, addresses[0]!.address, addresses[0]!.family);
+  };
+}
+
+export const defaultConnector: Connector = (t) => {
+  const where = { host: t.servername, port: t.port, lookup: fixedLookup(t.addresses), autoSelectFamily: t.addresses.length > 1 };
+  return t.tls ? tlsConnect({ ...where, ALPNProtocols: ['http/1.1'], ...(isIP(t.servername) ? {} : { servername: t.servername }) }) : netConnect(where);
+};
 
 export interface Exchange {
   target: EgressTarget;
@@ -50,6 +64,7 @@ export function send(ex: Exchange): Promise<ExchangeResponse> {
   const target: ConnectTarget = {
     address: ex.target.address,
     family: ex.target.family,
+    addresses: ex.target.addresses,
     port: ex.target.port,
     tls: url.protocol === 'https:',
     servername: ex.target.hostname,

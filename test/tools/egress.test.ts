@@ -3,7 +3,13 @@
  * — against real local servers that count every TCP connection — that a refused call never
  * connects, on the first hop or after a redirect, and cannot tell an open port from a closed one.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.js';
@@ -234,6 +240,14 @@ describe('http.request egress', () => {
     expect([lookups, seen]).toEqual([1, ['93.184.215.14']]);
   });
 
+  it('tries the next checked address when the first one does not answer', async () => {
+    const server = await countingServer('127.0.0.1');
+    const resolve = resolverFor({ 'dual.test': ['::1', '127.0.0.1'] });
+    const http = new HttpToolProvider({ egress: new EgressPolicy({ policy: { allow: ['http://dual.test:*'] }, resolve }) });
+    expect(await http.call('request', { url: `http://dual.test:${server.port}/` }, stepContext())).toMatchObject({ status: 200, body: 'ok' });
+    expect(server.connections()).toBe(1);
+  });
+
   it("lets a user reach what their own allow list names, and nobody else", async () => {
     const server = await countingServer();
     const policy = new EgressPolicy({ policy: { users: { alice: [`http://127.0.0.1:${server.port}/`] } } });
@@ -244,4 +258,32 @@ describe('http.request egress', () => {
     expect(await rejectionOf(http.call('request', { url }, stepContext({ user: null })))).toMatchObject({ code: 'egress_denied' });
     expect(server.connections()).toBe(1);
   });
+
+  it.skipIf(!hasOpenssl())('speaks TLS to the checked address, naming and verifying the host, not the address', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stepd-tls-'));
+    closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=secure.test', '-addext', 'subjectAltName=DNS:secure.test', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    const context = createSecureContext({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) });
+    const names: string[] = [];
+    const server = createHttpsServer({ SNICallback: (name, cb) => (names.push(name), cb(null, context)) }, (_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as AddressInfo).port;
+    const resolve = resolverFor({ 'secure.test': ['127.0.0.1'] });
+    const http = new HttpToolProvider({ egress: new EgressPolicy({ policy: { allow: ['https://secure.test:*'] }, resolve }) });
+    // The certificate is self-signed: verification is on, so the call fails after the handshake.
+    const err = await rejectionOf(http.call('request', { url: `https://secure.test:${port}/` }, stepContext()));
+    expect(err).toMatchObject({ code: 'http_error', retryable: true });
+    expect(err.message).toMatch(/self[- ]signed/);
+    expect(names).toEqual(['secure.test']);
+  });
 });
+
+function hasOpenssl(): boolean {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
