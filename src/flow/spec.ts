@@ -117,9 +117,11 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  * being an object; its `name` says what the first step is called.
  */
 export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue[] } {
+  // A flow stored as JSON text (a jsonb string) is read once; text holding text again is refused.
   if (typeof raw === 'string') {
     try {
       raw = JSON.parse(raw);
+      if (typeof raw === 'string') return { issues: [{ path: '', message: 'flow must be a JSON object, but it is JSON text encoded twice' }] };
     } catch (err) {
       // The parser's message may quote half of a surrogate pair (an emoji): storableText cleans it later.
       return { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] };
