@@ -9,6 +9,7 @@ import type { CapsConfig } from '../../src/configFile.js';
 import { clientInsert, getSteps, getWorkflow, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
 
 const TEN = '[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]';
+const items = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 /** `levels` nested `.all` comprehensions over `list`: 10^levels evaluations without a budget. */
 function comprehensionBomb(list: string, levels: number): string {
@@ -27,6 +28,9 @@ describe('CEL budgets', () => {
   it.each([
     { name: 'over literal lists', condition: comprehensionBomb(TEN, 8), input: {} },
     { name: 'over the input', condition: comprehensionBomb('input.l', 8), input: { l: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] } },
+    // Shallow enough to pass every static check; only the evaluation budget can stop these.
+    { name: 'three deep over a 500-item input', condition: comprehensionBomb('input.l', 3), input: { l: items(500) } },
+    { name: 'building lists of lists', condition: 'size(input.l.map(a, input.l.map(b, input.l))) > 0', input: { l: items(500) } },
   ])('a comprehension bomb $name fails its own workflow with a budget error; a one-step workflow beside it completes', async ({ condition, input }) => {
     const env = await securityEnv();
     const bombs = [await clientInsert(env.client, bombFlow(condition), { input }), await clientInsert(env.client, bombFlow(condition), { input })];
@@ -46,7 +50,6 @@ describe('CEL budgets', () => {
 });
 
 const BIG = 'x'.repeat(5_000);
-const items = (n: number) => Array.from({ length: n }, (_, i) => i);
 const forEachFlow = (concurrency?: number) => ({
   start: 'each',
   steps: {

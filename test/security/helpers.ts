@@ -13,7 +13,8 @@ import { expect } from 'vitest';
 import type { StepdFileConfig } from '../../src/configFile.js';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
 import { DEFAULT_EXECUTOR_OPTIONS, Executor, type ExecutorOptions } from '../../src/executor/executor.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger, type Logger } from '../../src/logger.js';
+import type { Secrets } from '../../src/secrets.js';
 import type { ToolContext, ToolInfo, ToolProvider } from '../../src/tools/tool.js';
 import { buildToolbox } from '../../src/tools/toolbox.js';
 import {
@@ -138,10 +139,10 @@ export class ProbeTools implements ToolProvider {
 export async function startConfiguredExecutor(
   t: TestSchema,
   config: StepdFileConfig = {},
-  opts: { providers?: ToolProvider[]; options?: Partial<ExecutorOptions> } = {},
+  opts: { providers?: ToolProvider[]; options?: Partial<ExecutorOptions>; log?: Logger; secrets?: Secrets } = {},
 ): Promise<Executor> {
-  const log = silentLogger();
-  const toolbox = buildToolbox(config, undefined, log);
+  const log = opts.log ?? silentLogger();
+  const toolbox = buildToolbox(config, undefined, log, opts.secrets ? { secrets: opts.secrets } : {});
   for (const p of opts.providers ?? []) toolbox.registry.add(p);
   const executor = new Executor(
     {
@@ -225,11 +226,16 @@ export interface SecurityEnv {
 
 /** Schema + roles + executor (+ probe tools) + attacker + a bystander waiting at its gate. */
 export async function securityEnv(
-  opts: { config?: StepdFileConfig; providers?: ToolProvider[]; options?: Partial<ExecutorOptions>; clientName?: string } = {},
+  opts: { config?: StepdFileConfig; providers?: ToolProvider[]; options?: Partial<ExecutorOptions>; clientName?: string; log?: Logger; secrets?: Secrets } = {},
 ): Promise<SecurityEnv> {
   const t = await createSecuredSchema();
   const probe = new ProbeTools();
-  const executor = await startConfiguredExecutor(t, opts.config, { providers: [probe, ...(opts.providers ?? [])], options: opts.options ?? {} });
+  const executor = await startConfiguredExecutor(t, opts.config, {
+    providers: [probe, ...(opts.providers ?? [])],
+    options: opts.options ?? {},
+    ...(opts.log ? { log: opts.log } : {}),
+    ...(opts.secrets ? { secrets: opts.secrets } : {}),
+  });
   const client = await createClientRole(t, opts.clientName ? { name: opts.clientName } : {});
   const bystander = await startBystander(t, probe);
   return { t, client, executor, probe, bystander };
