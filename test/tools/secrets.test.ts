@@ -6,6 +6,9 @@
  * or log line holds the secret.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { parseConfigFile } from '../../src/configFile.js';
@@ -16,9 +19,10 @@ import { createLogger } from '../../src/logger.js';
 import { cutRemoteText, MIN_SECRET_LENGTH, Secrets } from '../../src/secrets.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 import { buildToolbox } from '../../src/tools/toolbox.js';
-import { createTestSchema, insertWorkflow, onCleanup, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { createTestSchema, insertWorkflow, onCleanup, TEST_DATABASE_URL, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { startEchoHeadersServer } from '../mcp-servers/echo-headers-server.js';
 import { rejectionOf, stepContext } from './helpers.js';
+import { spawnStepd, waitForLog } from './stepdProcess.js';
 
 function capture(): { lines: string[]; destination: { write(line: string): void } } {
   const lines: string[] = [];
@@ -175,5 +179,35 @@ describe('a secret-echoing MCP server', () => {
     // Remote bodies are cut before they are logged: no line carries the 4 kB padding.
     expect(lines.filter((line) => line.includes('x'.repeat(1500)))).toEqual([]);
     expect(lines.some((line) => line.includes('mcp connect failed'))).toBe(true);
+  });
+
+  it('cannot get it into the output of a running `stepd start` either', async () => {
+    const token = `tok-${randomBytes(12).toString('hex')}`;
+    const echo = await startEchoHeadersServer();
+    const refusing = await startEchoHeadersServer({ failInitialize: true });
+    onCleanup(() => echo.close());
+    onCleanup(() => refusing.close());
+    const t = await createTestSchema();
+    const dir = mkdtempSync(join(tmpdir(), 'stepd-secrets-'));
+    onCleanup(async () => rmSync(dir, { recursive: true, force: true }));
+    const headers = { Authorization: 'Bearer ${SEARCH_TOKEN}' };
+    writeFileSync(join(dir, 'stepd.config.json'), JSON.stringify({ mcpServers: { search: { url: echo.url, headers }, broken: { url: refusing.url, headers } } }));
+    const daemon = spawnStepd(['start', '--database-url', TEST_DATABASE_URL, '--schema', t.schema, '--config', join(dir, 'stepd.config.json'), '--poll-interval', '50ms'], {
+      cwd: dir,
+      env: { SEARCH_TOKEN: token, STEPD_LOG_LEVEL: 'debug' },
+    });
+    onCleanup(async () => void (await daemon.stop()));
+    // The start-up probe of the refusing server logs its failure (the reply echoed the token).
+    await waitForLog(daemon, 'MCP server did not answer; its steps will retry', (l) => l.server === 'broken');
+    const fast = { maxAttempts: 2, initial: '10ms', max: '20ms', jitter: false };
+    const ids = await Promise.all(
+      ['search.headers', 'search.headers-error', 'search.http-error', 'broken.headers'].map((tool) => insertWorkflow(t, { start: 's', steps: { s: { tool, retry: fast, done: true } } })),
+    );
+    const finished = await Promise.all(ids.map((id) => waitForWorkflow(t, id)));
+    expect(finished.map((w) => w.status)).toEqual(['completed', 'failed', 'failed', 'failed']);
+    await daemon.stop();
+    expect(echo.seen).toContain(`Bearer ${token}`);
+    expect(daemon.stderr()).toContain('[redacted]');
+    expect(daemon.stderr().includes(token) || daemon.stdout().includes(token)).toBe(false);
   });
 });
