@@ -1,6 +1,7 @@
 /** `stepd validate FLOW.json`: every issue of a flow with its JSON path; no database needed. */
 import type { Command } from 'commander';
 import { compileFlow } from '../flow/validate.js';
+import { resolveCaps } from '../flow/caps.js';
 import { EXIT, out, outJson, readJsonFile } from './common.js';
 
 export function registerValidate(program: Command): void {
@@ -9,16 +10,20 @@ export function registerValidate(program: Command): void {
     .description('check a flow file the way the executor does (shape, then the graph) and print every issue with its path')
     .argument('<flow...>', 'one or more flow JSON files')
     .option('--json', 'print [{file, valid, issues: [{path, message}]}] as JSON')
+    .option('--config <path>', "check against this configuration file's caps (default: the built-in caps)")
     .addHelpText(
       'after',
       `
 Examples:
   stepd validate examples/*.json
   stepd validate flow.json --json
+  stepd validate flow.json --config stepd.config.json   # the operator's caps
 
 Exit code 0 when every file is valid, 1 otherwise.`,
     )
-    .action(async (files: string[], flags: { json?: boolean }) => {
+    .action(async (files: string[], flags: { json?: boolean; config?: string }) => {
+      const { loadToolConfig } = await import('../tools/toolbox.js');
+      const caps = resolveCaps(flags.config ? (await loadToolConfig(flags.config)).config.caps : undefined);
       const results: { file: string; valid: boolean; steps?: number; issues: { path: string; message: string }[] }[] = [];
       for (const file of files) {
         let flow: unknown;
@@ -28,7 +33,7 @@ Exit code 0 when every file is valid, 1 otherwise.`,
           results.push({ file, valid: false, issues: [{ path: '', message: (err as Error).message }] });
           continue;
         }
-        const compiled = compileFlow(flow);
+        const compiled = compileFlow(flow, { caps });
         results.push(compiled.ok ? { file, valid: true, steps: compiled.flow.steps.size, issues: [] } : { file, valid: false, issues: compiled.issues });
       }
       if (flags.json) {
