@@ -154,7 +154,7 @@ export class HttpToolProvider implements ToolProvider {
       for (let hop = 0; ; hop++) {
         target = `${method} ${describeUrl(url)}`;
         // Every hop is checked against the policy and connects to the address checked.
-        const checked = await this.#check(url, ctx.user, target);
+        const checked = await untilAborted(this.#check(url, ctx.user, target), controller.signal);
         const response = await send({ target: checked, method, headers: Object.fromEntries(headers), body, signal: controller.signal, connect: this.#connect });
         const location = response.headers.location;
         if (REDIRECTS.has(response.status) && location !== undefined) {
@@ -212,6 +212,16 @@ export class HttpToolProvider implements ToolProvider {
     if (retryAfterMs !== undefined) details.retryAfterMs = retryAfterMs;
     throw new HttpStatusError(response.status, `${target} answered ${response.status} ${response.statusText}`.trim(), details);
   }
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (a DNS lookup cannot be cancelled). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error('aborted'));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);

@@ -248,6 +248,12 @@ describe('http.request egress', () => {
     expect(server.connections()).toBe(1);
   });
 
+  it('times out while the name is still being resolved', async () => {
+    const hanging = () => new Promise<ResolvedAddress[]>(() => undefined);
+    const http = new HttpToolProvider({ egress: new EgressPolicy({ resolve: hanging }) });
+    expect(await rejectionOf(http.call('request', { url: 'http://slow-dns.test/', timeout: '30ms' }, stepContext()))).toMatchObject({ code: 'timeout', retryable: true });
+  });
+
   it("lets a user reach what their own allow list names, and nobody else", async () => {
     const server = await countingServer();
     const policy = new EgressPolicy({ policy: { users: { alice: [`http://127.0.0.1:${server.port}/`] } } });
