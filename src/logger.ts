@@ -23,11 +23,22 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   return pino({ name: options.name ?? 'stepd', level: options.level ?? process.env.STEPD_LOG_LEVEL ?? 'info' }, stream);
 }
 
-/** A destination that replaces every secret in each line before passing it on. */
+/**
+ * A destination that replaces every secret in each line before passing it on. A line holding a
+ * secret is parsed and redacted string by string, so it stays valid JSON even when a secret
+ * looks like a number or a keyword; a line that is not JSON is redacted as text.
+ */
 export function redactingStream(destination: DestinationStream, secrets: Secrets): DestinationStream {
   return {
     write(line: string) {
-      return destination.write(secrets.size === 0 ? line : secrets.redact(line));
+      if (secrets.size === 0 || !secrets.appearsIn(line)) return destination.write(line);
+      let clean: string;
+      try {
+        clean = `${JSON.stringify(secrets.redactValue(JSON.parse(line) as unknown))}\n`;
+      } catch {
+        clean = secrets.redact(line);
+      }
+      return destination.write(clean);
     },
   };
 }

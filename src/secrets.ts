@@ -62,9 +62,9 @@ function redactDeep(value: unknown, secrets: Secrets, seen: Set<object>): unknow
   if (typeof value === 'string') return secrets.redact(value);
   if (typeof value !== 'object' || value === null || seen.has(value)) return value;
   if (!Array.isArray(value) && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) {
-    // Dates, buffers and class instances: redact what they serialize to only when they hold a secret.
+    // Dates, buffers and class instances: replaced by what they serialize to only when that holds a secret.
     const json = JSON.stringify(value);
-    return json !== undefined && secrets.appearsIn(json) ? (JSON.parse(secrets.redact(json)) as unknown) : value;
+    return json !== undefined && secrets.appearsIn(json) ? redactDeep(JSON.parse(json) as unknown, secrets, seen) : value;
   }
   seen.add(value);
   let changed = false;

@@ -81,6 +81,14 @@ describe('redaction where data leaves', () => {
     expect(entry.err.stack).toContain('reply was [redacted]');
   });
 
+  it('the logger keeps every line valid JSON when a secret looks like a number or a keyword', () => {
+    const { lines, destination } = capture();
+    const log = createLogger({ secrets: new Secrets(['5432', 'true']), destination });
+    log.info({ port: 5432, ok: true, url: 'postgres://h:5432/db' }, 'listening');
+    const entry = JSON.parse(lines[0]!) as Record<string, unknown>;
+    expect(entry).toMatchObject({ port: 5432, ok: true, url: 'postgres://h:[redacted]/db', msg: 'listening' });
+  });
+
   it('the registry redacts results and errors of every tool, keeping code, retryable and retryAfterMs', async () => {
     const secrets = new Secrets(['tok-abcdef']);
     const leaky = {
