@@ -35,6 +35,8 @@ export { getSteps, getWorkflow, insertWorkflow, onCleanup, waitFor, waitForStep,
 /** The non-superuser service role that attacks: it holds `<schema>_client` and nothing else. */
 export interface ClientRole {
   role: string;
+  /** Its connection URL (trust auth, no password). */
+  url: string;
   pool: pg.Pool;
   /** A statement on the client's pool; `stepd.` names the test schema. */
   q: <R extends pg.QueryResultRow = any>(text: string, values?: unknown[]) => Promise<R[]>;
@@ -71,25 +73,34 @@ export async function createSecuredSchema(): Promise<TestSchema> {
   return t;
 }
 
+/**
+ * Creates a LOGIN role (trust auth, no password) that is a member of `grantedRole` only, dropped
+ * after the test (its connections ended first). Returns its name and connection URL.
+ */
+export async function createLoginRole(t: TestSchema, grantedRole: string, name: string): Promise<{ role: string; url: string }> {
+  const ident = pg.escapeIdentifier(name);
+  await t.db.query(`CREATE ROLE ${ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
+  onCleanup(async () => {
+    await t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [name]).catch(() => {});
+    await dropRole(t.db, name);
+  });
+  await t.db.query(`GRANT ${pg.escapeIdentifier(grantedRole)} TO ${ident}`);
+  return { role: name, url: connectionUrlFor(name) };
+}
+
 /** Creates `atk_<hex>` (LOGIN, trust auth), grants it `<schema>_client`, and connects as it. */
 export async function createClientRole(t: TestSchema, opts: { name?: string } = {}): Promise<ClientRole> {
-  const role = opts.name ?? `atk_${randomBytes(5).toString('hex')}`;
-  const ident = pg.escapeIdentifier(role);
-  await t.db.query(`CREATE ROLE ${ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  const pool = new pg.Pool({ connectionString: connectionUrlFor(role), max: 3 });
+  const { role, url } = await createLoginRole(t, schemaRoles(t.schema).client, opts.name ?? `atk_${randomBytes(5).toString('hex')}`);
+  const pool = new pg.Pool({ connectionString: url, max: 3 });
   pool.on('error', () => {});
-  onCleanup(async () => {
-    await pool.end().catch(() => {});
-    await t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role]).catch(() => {});
-    await dropRole(t.db, role);
-  });
-  await t.db.query(`GRANT ${pg.escapeIdentifier(schemaRoles(t.schema).client)} TO ${ident}`);
+  onCleanup(() => pool.end().catch(() => {}));
   const run =
     (on: { query: pg.Pool['query'] }) =>
     async <R extends pg.QueryResultRow = any>(text: string, values?: unknown[]) =>
       (await on.query<R>(text.replaceAll('stepd.', `${t.schema}.`), values)).rows;
   return {
     role,
+    url,
     pool,
     q: run(pool),
     session: async (fn) => {
