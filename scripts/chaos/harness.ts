@@ -51,6 +51,8 @@ export class Scenario {
   readonly kills: KillRecord[] = [];
   /** Daemons that exited on their own (then restarted with the same id). */
   deaths = 0;
+  /** How long the last settle() waited for the workflows to finish after the load ended. */
+  drainMs: number | undefined;
   private readonly deathLog: string[] = [];
   private approver: NodeJS.Timeout | undefined;
   private inserted = 0;
@@ -173,10 +175,12 @@ export class Scenario {
 
   /** Waits until no workflow is new or running (reviving daemons that died); false on timeout. */
   async settle(timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
+    const began = Date.now();
+    const deadline = began + timeoutMs;
     for (;;) {
       await this.reviveDead();
       const [r] = await this.q<{ live: number }>(`SELECT count(*)::int AS live FROM ${this.t.workflows} WHERE status IN ('new', 'running')`);
+      this.drainMs = Date.now() - began;
       if (r!.live === 0) return true;
       if (Date.now() > deadline) return false;
       await sleep(250);

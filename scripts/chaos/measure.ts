@@ -105,6 +105,7 @@ export async function measure(s: Scenario, o: MeasureOptions): Promise<Figures> 
     `orphans ${orphans}${orphans ? ` p50 ${secs(p50)} max ${secs(percentile(orphanMs, 100))}${notRerun ? ` not re-run ${notRerun}` : ''}${p50 !== undefined && p50 > 20_000 ? ' (> 20 s)' : ''}` : ''}`,
     `recovery ${o.recoveryMs?.length ? `p50 ${secs(percentile(o.recoveryMs, 50))} max ${secs(percentile(o.recoveryMs, 100))}` : '—'}`,
     `died ${s.deaths}`,
+    `drain ${secs(s.drainMs)}`,
     ...(o.extra ?? []),
     `${((Date.now() - o.startedAt) / 1000).toFixed(0)} s`,
   ];

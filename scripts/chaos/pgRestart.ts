@@ -11,7 +11,7 @@ import { measure, type Figures } from './measure.js';
 export type RestartKind = 'fast' | 'immediate' | 'outage';
 
 const SIZES = {
-  reduced: { workflows: 100, seconds: 10, restarts: 1 },
+  reduced: { workflows: 100, seconds: 8, restarts: 1 },
   full: { workflows: 400, seconds: 30, restarts: 3 },
 } as const;
 

@@ -10,7 +10,7 @@ import { sleep, Scenario, type Suite } from './harness.js';
 import { measure, type Figures } from './measure.js';
 
 const SIZES = {
-  reduced: { workflows: 300, seconds: 30, kills: 4 },
+  reduced: { workflows: 250, seconds: 24, kills: 4 },
   full: { workflows: 1000, seconds: 90, kills: 15 },
 } as const;
 
