@@ -10,6 +10,7 @@ import { letUserTraverse, serverUser } from './osUser.js';
 import { isPostmasterFor, processState, readPidFile } from './processes.js';
 import { findBinaries, serverVersion } from './programs.js';
 import { connectionUrl, createDatabase, probe, runningServer, startServer } from './server.js';
+import { claimServer, clearOwnership, joinServer, leaveServer, newMember, type Member } from './ownership.js';
 import { acquireStartLock } from './startLock.js';
 import { clusterDir, readState, stateFile, writeState } from './state.js';
 
@@ -43,7 +44,16 @@ export interface EmbeddedPostgres {
   dataDir: string;
   /** True when a server for this folder was already running (another stepd process, or one that crashed). */
   reused: boolean;
-  /** Fast shutdown, waiting until the server has exited. Safe to call more than once. */
+  /**
+   * True when another live process started the server and still owns it: this one only uses it.
+   * (Ownership can pass to this handle later, when that process leaves first.)
+   */
+  attached: boolean;
+  /**
+   * Leaves the server: a fast shutdown, waiting until it has exited, when this handle owns it
+   * (it started it, or inherited it from an owner that died) and no other live process uses it;
+   * otherwise the server keeps running for the others. Safe to call more than once.
+   */
   stop(): Promise<void>;
 }
 
@@ -55,17 +65,20 @@ export interface RunningEmbeddedPostgres {
 
 /**
  * Makes sure the server for `dataDir` runs (initialising the cluster on first use, reusing a server
- * that is already running) and takes charge of it: `stop()` stops it, even when it was reused.
- * This is what `stepd start` calls.
+ * that is already running) and joins it: owner when this call started it or its owner is gone,
+ * attached when a live process owns it (see ownership.ts). `stop()` never stops a server another
+ * live process uses. This is what `stepd start` calls.
  */
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const server = await bringUp(opts);
-  return withStop(server, opts.log, true);
+  const me = await newMember();
+  const server = await bringUp(opts, me);
+  return withStop(server, opts, me);
 }
 
 /**
- * Returns the server already running for `dataDir`, or starts it. `stop()` stops the server only
- * when this call started it, so a CLI command never stops the daemon's database.
+ * Returns the server already running for `dataDir` without joining it (its `stop()` does
+ * nothing), or starts and joins it like startEmbeddedPostgres. A CLI command never stops the
+ * daemon's database.
  */
 export async function ensureEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const dataDir = path.resolve(opts.dataDir);
@@ -74,11 +87,10 @@ export async function ensureEmbeddedPostgres(opts: EmbeddedPostgresOptions): Pro
     const database = opts.database ?? DEFAULT_DATABASE;
     if (new URL(running.url).pathname === `/${encodeURIComponent(database)}`) {
       opts.log.debug({ dataDir, pid: running.pid }, 'embedded PostgreSQL is running; using it');
-      return withStop({ ...running, dataDir, reused: true }, opts.log, false);
+      return { ...running, dataDir, reused: true, attached: true, stop: () => Promise.resolve() };
     }
   }
-  const server = await bringUp(opts);
-  return withStop(server, opts.log, !server.reused);
+  return startEmbeddedPostgres(opts);
 }
 
 /** The server running for `dataDir`, if one answers on the URL recorded in its state file. */
@@ -93,18 +105,22 @@ export async function findEmbeddedPostgres(dataDir: string): Promise<RunningEmbe
 }
 
 /**
- * Stops the server running for `dataDir` (fast shutdown: sessions are ended, then a checkpoint)
- * and waits until its postmaster has exited. Returns false when none was running.
+ * Stops the server running for `dataDir` whoever uses it (fast shutdown: sessions are ended, then
+ * a checkpoint) and waits until its postmaster has exited. Returns false when none was running.
  */
 export async function stopEmbeddedPostgres(opts: { dataDir: string; log: Logger; timeoutMs?: number }): Promise<boolean> {
   const dataDir = path.resolve(opts.dataDir);
+  const pidFile = await readPidFile(clusterDir(dataDir));
+  const stopped = pidFile ? await stopPostmaster(dataDir, pidFile.pid, opts) : false;
+  if (stopped) await clearOwnership(dataDir);
+  else opts.log.debug({ dataDir }, 'embedded PostgreSQL is not running');
+  return stopped;
+}
+
+/** Stops the postmaster `pid` if it still is the one of `dataDir`; false when it is not running. */
+async function stopPostmaster(dataDir: string, pid: number, opts: { log: Logger; timeoutMs?: number }): Promise<boolean> {
   const pgdata = clusterDir(dataDir);
-  const pidFile = await readPidFile(pgdata);
-  if (!pidFile || (await processState(pidFile.pid)) === 'gone' || !(await isPostmasterFor(pidFile.pid, pgdata))) {
-    opts.log.debug({ dataDir }, 'embedded PostgreSQL is not running');
-    return false;
-  }
-  const { pid } = pidFile;
+  if ((await readPidFile(pgdata))?.pid !== pid || (await processState(pid)) === 'gone' || !(await isPostmasterFor(pid, pgdata))) return false;
   try {
     process.kill(pid, 'SIGINT');
   } catch (err) {
@@ -129,7 +145,7 @@ export async function stopEmbeddedPostgres(opts: { dataDir: string; log: Logger;
   return true;
 }
 
-async function bringUp(opts: EmbeddedPostgresOptions): Promise<Omit<EmbeddedPostgres, 'stop'>> {
+async function bringUp(opts: EmbeddedPostgresOptions, me: Member): Promise<Omit<EmbeddedPostgres, 'stop'>> {
   const dataDir = path.resolve(opts.dataDir);
   const startTimeoutMs = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   const { log } = opts;
@@ -163,23 +179,43 @@ async function bringUp(opts: EmbeddedPostgresOptions): Promise<Omit<EmbeddedPost
     const running = await runningServer(ctx, state);
     const reused = running !== undefined;
     const { pid, port } = running ?? (await startServer(ctx, state, opts.port));
+    const joined = reused ? await joinServer(dataDir, pid, me) : await claimServer(dataDir, pid, me);
+    const attached = joined.role === 'attached';
     const url = connectionUrl(state, port, ctx.database);
     await createDatabase(ctx, connectionUrl(state, port, 'postgres'));
-    await writeState(dataDir, { ...state, database: ctx.database, url, port, pid, pgVersion, startedAt: new Date().toISOString() });
-    log.info({ url, dataDir, pid, pgVersion, reused }, reused ? 'embedded PostgreSQL already running; reusing it' : 'embedded PostgreSQL started');
-    return { url, port, pid, dataDir, reused };
+    if (!attached) await writeState(dataDir, { ...state, database: ctx.database, url, port, pid, pgVersion, startedAt: new Date().toISOString() });
+    if (attached) log.info({ url, dataDir, pid, pgVersion, ownerPid: joined.owner.pid }, 'embedded PostgreSQL already running for another process; using it without owning it');
+    else log.info({ url, dataDir, pid, pgVersion, reused }, reused ? 'embedded PostgreSQL already running; reusing it' : 'embedded PostgreSQL started');
+    return { url, port, pid, dataDir, reused, attached };
   } finally {
     await release();
   }
 }
 
-function withStop(server: Omit<EmbeddedPostgres, 'stop'>, log: Logger, owns: boolean): EmbeddedPostgres {
+/** stop(): leave the server under the start lock, so no other process joins it while it is being stopped. */
+function withStop(server: Omit<EmbeddedPostgres, 'stop'>, opts: EmbeddedPostgresOptions, me: Member): EmbeddedPostgres {
+  const { log } = opts;
   let stopping: Promise<void> | undefined;
+  const leave = async (): Promise<void> => {
+    const release = await acquireStartLock(server.dataDir, STOP_TIMEOUT_MS + 30_000);
+    try {
+      const left = await leaveServer(server.dataDir, server.pid, me);
+      if (left.action === 'stop') {
+        await stopPostmaster(server.dataDir, server.pid, { log });
+      } else if (left.owner) {
+        const how = left.handedOver ? 'handed to another process that uses it' : 'its owner still uses it';
+        log.info({ dataDir: server.dataDir, pid: server.pid, ownerPid: left.owner.pid }, `embedded PostgreSQL left running: ${how}`);
+      } else {
+        log.info({ dataDir: server.dataDir, pid: server.pid }, 'embedded PostgreSQL left running: this process did not start the server now running');
+      }
+    } finally {
+      await release();
+    }
+  };
   return {
     ...server,
     stop() {
-      if (!owns) return Promise.resolve();
-      stopping ??= stopEmbeddedPostgres({ dataDir: server.dataDir, log }).then(() => undefined);
+      stopping ??= leave();
       return stopping;
     },
   };

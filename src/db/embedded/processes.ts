@@ -39,6 +39,14 @@ export async function processState(pid: number): Promise<'alive' | 'gone'> {
   }
 }
 
+/** When the process started (clock ticks since boot, field 22 of /proc/PID/stat), to tell it from a later one with the same pid; null without /proc. */
+export async function processStartTime(pid: number): Promise<string | null> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  if (stat === undefined) return null;
+  // Fields after the command name (which may hold spaces) start with the state, field 3.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+}
+
 /** Whether `pid` is the postmaster of `pgdata` (its command line names the data directory). Without /proc, assumes so. */
 export async function isPostmasterFor(pid: number, pgdata: string): Promise<boolean> {
   const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
