@@ -21,6 +21,7 @@ import {
   type AdmittedWorkflow,
   type FinishValues,
   type FinishedStep,
+  type Queryable,
 } from '../db/queries.js';
 import type { ClientsConfig } from '../configFile.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
@@ -50,6 +51,13 @@ export interface TxResult {
   readyInMs?: number;
   /** Steps created already claimed by this executor: start them now. */
   claimed: CreatedClaim[];
+  /**
+   * Outcomes this batch did not record, to be recorded each in a transaction of its own (they
+   * come back with `alone: true`): their workflow was locked by another transaction, or settling
+   * it took more than HEAVY_OUTCOME_STATEMENTS statements. So one heavy or blocked workflow never
+   * holds the commit of the others.
+   */
+  deferred?: FinishInput[];
 }
 
 const empty = (): TxResult => ({ cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] });
@@ -62,6 +70,47 @@ export interface FinishInput {
   guard: FinishGuard;
   outcome: Outcome;
   args?: unknown;
+  /**
+   * Record this outcome in a transaction of its own workflow: wait for the workflow's row lock
+   * and settle whatever it takes. Without it, a batch skips workflows locked elsewhere and
+   * outcomes whose settling is heavy, and hands them back in TxResult.deferred.
+   */
+  alone?: boolean;
+}
+
+/**
+ * Statements one outcome may run (its advance: reads, fan-out bookkeeping) inside a shared
+ * batch. Settling M nested forks runs about 3·M; past this, the outcome is recorded alone.
+ */
+export const HEAVY_OUTCOME_STATEMENTS = 200;
+
+/** An outcome ran past the statement budget of a shared batch: the batch is redone without its workflow. */
+class HeavyOutcome extends Error {
+  readonly code = 'heavy_outcome';
+  readonly retryable = true;
+  constructor(readonly workflowId: string) {
+    super(`settling an outcome of workflow ${workflowId} runs more than ${HEAVY_OUTCOME_STATEMENTS} statements`);
+  }
+}
+
+/** The transaction's client as Advance sees it: counts each outcome's statements against a budget. */
+class OutcomeBudget implements Queryable {
+  private used = 0;
+  private workflowId = '';
+  constructor(
+    private readonly client: Queryable,
+    private readonly budget: number,
+  ) {}
+
+  start(workflowId: string): void {
+    this.used = 0;
+    this.workflowId = workflowId;
+  }
+
+  query<R = any>(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: R[]; rowCount: number | null }> {
+    if (++this.used > this.budget) return Promise.reject(new HeavyOutcome(this.workflowId));
+    return this.client.query<R>(config);
+  }
 }
 
 /** PostgreSQL refused a JSON value: `\u0000` in a string (22P05) or a lone surrogate (22P02). */
@@ -81,6 +130,13 @@ export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: C
   try {
     return await finishBatch(deps, inputs, claim);
   } catch (err) {
+    if (err instanceof HeavyOutcome) {
+      // Redo the batch without that workflow; its outcomes get a transaction of their own.
+      const heavy = inputs.filter((i) => i.workflowId === err.workflowId).map((i) => ({ ...i, alone: true }));
+      deps.log.info({ workflowId: err.workflowId, stepIds: heavy.map((i) => i.stepId) }, 'settling this workflow is heavy: recording its outcomes in a transaction of their own');
+      const r = await finishSteps(deps, inputs.filter((i) => i.workflowId !== err.workflowId), claim);
+      return { ...r, deferred: [...(r.deferred ?? []), ...heavy] };
+    }
     if (isRetryablePgError(err)) throw err;
     if (inputs.length > 1) {
       deps.log.warn({ err, count: inputs.length }, 'recording a batch of outcomes failed; recording them one by one');
@@ -91,6 +147,7 @@ export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: C
         for (const id of r.recorded) merged.recorded.add(id);
         merged.createdWork ||= r.createdWork;
         merged.claimed.push(...r.claimed);
+        if (r.deferred) (merged.deferred ??= []).push(...r.deferred);
         if (r.readyInMs !== undefined) merged.readyInMs = Math.min(merged.readyInMs ?? Infinity, r.readyInMs);
       }
       return merged;
@@ -103,9 +160,9 @@ export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: C
   }
 }
 
-/** Records one outcome: the watchdog's and recovery's entry point. */
+/** Records one outcome, alone (nothing is deferred): the watchdog's and recovery's entry point. */
 export function finishStep(deps: TxDeps, input: FinishInput): Promise<TxResult> {
-  return finishSteps(deps, [input]);
+  return finishSteps(deps, [{ ...input, alone: true }]);
 }
 
 function finishValues(input: FinishInput): FinishValues {
@@ -118,6 +175,8 @@ function finishValues(input: FinishInput): FinishValues {
 }
 
 async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  // A shared batch skips workflows locked elsewhere and gives each outcome a statement budget.
+  const alone = inputs.every((i) => i.alone);
   return inWriterTransaction(deps, claim, async (client, w) => {
     const sorted = [...inputs].sort((a, b) => Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId)));
     // The first outcome of each workflow is recorded for all workflows in one statement, which
@@ -126,14 +185,15 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
     // before its branch moved on.
     const seen = new Set<string>();
     const first = sorted.filter((i) => i.guard === 'running' && !seen.has(i.workflowId) && seen.add(i.workflowId));
-    const { workflows: locked, finished: firstRows } = await lockWorkflowsAndFinishSteps(
-      client,
-      deps.executorId,
-      [...new Set(sorted.map((i) => i.workflowId))],
-      first.map(finishValues),
-    );
+    const workflowIds = [...new Set(sorted.map((i) => i.workflowId))];
+    const { workflows: locked, finished: firstRows } = await lockWorkflowsAndFinishSteps(client, deps.executorId, workflowIds, first.map(finishValues), {
+      skipLocked: !alone,
+    });
+    // Workflows another transaction holds: recorded alone, once it lets go, without holding this batch.
+    const lockedIds = new Set(locked.map((l) => l.id));
+    const deferred = alone ? [] : sorted.filter((i) => !lockedIds.has(i.workflowId)).map((i) => ({ ...i, alone: true }));
     const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
-    if (runningIds.length === 0) return empty();
+    if (runningIds.length === 0) return deferred.length > 0 ? { ...empty(), deferred } : empty();
     for (const l of locked) w.setStepCount(l.id, l.step_count);
     const infos = await deps.cache.load(client, runningIds);
     const live = sorted.filter((i) => infos.has(i.workflowId));
@@ -146,6 +206,7 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
     };
 
     const advances = new Map<string, Advance>();
+    const budget = alone ? undefined : new OutcomeBudget(client, HEAVY_OUTCOME_STATEMENTS);
     for (const i of live) {
       if (!firstIds.has(i.stepId)) {
         const later = await finishLater(i);
@@ -154,7 +215,8 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
       const row = finished.get(i.stepId);
       if (!row) continue;
       let advance = advances.get(i.workflowId);
-      if (!advance) advances.set(i.workflowId, (advance = new Advance(client, deps, infos.get(i.workflowId)!, w)));
+      if (!advance) advances.set(i.workflowId, (advance = new Advance(budget ?? client, deps, infos.get(i.workflowId)!, w)));
+      budget?.start(i.workflowId);
       await advance.afterOutcome(
         { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index, firstAttemptId: row.first_attempt_id },
         i.outcome,
@@ -168,6 +230,7 @@ async function finishBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnC
       createdWork: w.readyNow,
       claimed: w.claimed,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+      ...(deferred.length > 0 ? { deferred } : {}),
     };
   });
 }

@@ -4,12 +4,17 @@
  * grows linearly with the depth. Statements are counted on the pg client, never timed.
  */
 import pg from 'pg';
+import type { ToolProvider } from '../../src/tools/tool.js';
+import { HEAVY_OUTCOME_STATEMENTS } from '../../src/executor/transactions.js';
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 /** Every executor transaction: its statements, from BEGIN to COMMIT/ROLLBACK. */
 interface Recorded {
   statements: string[];
+  /** Step ids named in the statement that locks the workflows and finishes steps. */
+  finishing: string[];
+  committed: boolean;
 }
 
 /** Wraps pg.Client#query for this test: records the statements of each transaction. */
@@ -22,12 +27,18 @@ function countTransactions(): { transactions: Recorded[]; reset: () => void } {
     const first = args[0];
     const text = typeof first === 'string' ? first : ((first as { text?: string } | null)?.text ?? '');
     const head = text.trim().toUpperCase();
-    if (head === 'BEGIN') open.set(this, { statements: [] });
+    if (head === 'BEGIN') open.set(this, { statements: [], finishing: [], committed: false });
     else if (head === 'COMMIT' || head === 'ROLLBACK') {
       const rec = open.get(this);
-      if (rec) transactions.push(rec);
+      if (rec) transactions.push({ ...rec, committed: head === 'COMMIT' });
       open.delete(this);
-    } else open.get(this)?.statements.push(text);
+    } else {
+      const rec = open.get(this);
+      rec?.statements.push(text);
+      const name = (first as { name?: string } | null)?.name ?? '';
+      const values = (first as { values?: unknown[] } | null)?.values;
+      if (rec && name.startsWith('stepd_lock_workflows_and_finish_steps') && Array.isArray(values?.[2])) rec.finishing.push(...(values[2] as string[]));
+    }
     return original.apply(this, args);
   };
   onCleanup(async () => {
@@ -118,5 +129,95 @@ describe('settling nested forks', () => {
     }
     // The depth below does not change the statements of the outermost settle.
     expect(counts[1], `statements at depth 10/40: ${counts.join('/')}`).toBe(counts[0]);
+  });
+});
+
+/** `hold.wait` calls wait until the test lets them go, by workflow; counts calls in flight. */
+function holdTools(): ToolProvider & { waiting: Map<string, () => void>; release: (...workflowIds: string[]) => void } {
+  const waiting = new Map<string, () => void>();
+  return {
+    prefix: 'hold',
+    waiting,
+    release: (...ids) => {
+      for (const id of ids) waiting.get(id)?.();
+    },
+    call: (_tool, args, ctx) => new Promise((resolve) => waiting.set(ctx.workflowId, () => resolve(args))),
+    list: async () => [{ name: 'wait' }],
+  };
+}
+
+/**
+ * Nested forks whose innermost branch is a held tool call: settling them is heavy. The outermost
+ * joins into a step that reports only the innermost value (the nesting of the results is deeper
+ * than an output may be).
+ */
+function heavyFlow(m: number) {
+  const flow = nestedForks(m, false);
+  flow.steps.hold = { tool: 'hold.wait', args: { approved: true } };
+  flow.steps.f0 = { ...(flow.steps.f0 as object), join: 'end' };
+  flow.steps.end = { tool: 'core.echo', args: { innermost: `{{steps.hold.result}}` } };
+  return flow;
+}
+const heavyOutput = { innermost: { approved: true } };
+
+const simpleFlow = { start: 'x', steps: { x: { tool: 'core.echo', args: { v: 1 } }, y: { tool: 'core.echo', args: { v: 2 } } } };
+simpleFlow.steps.x = { ...simpleFlow.steps.x, next: 'y' } as typeof simpleFlow.steps.x;
+
+describe('one heavy or blocked workflow among the outcomes', () => {
+  const depth = Math.ceil(HEAVY_OUTCOME_STATEMENTS / 2);
+
+  it('settles in a transaction of its own: the other outcomes of its batch commit without it', async () => {
+    const t = await createTestSchema();
+    const tools = holdTools();
+    await startExecutor(t, { tools: [tools] });
+    const counter = countTransactions();
+    const heavy = await insertWorkflow(t, heavyFlow(depth));
+    const simple = await insertWorkflow(t, { start: 'x', steps: { x: { tool: 'hold.wait', args: { v: 1 } } } });
+    await waitFor(() => tools.waiting.size === 2, 'both held calls in flight');
+    const [heavyStep] = await t.q<{ id: string }>(`SELECT id FROM stepd.workflow_steps WHERE workflow_id = $1 AND name = 'hold'`, [heavy]);
+    const [simpleStep] = await t.q<{ id: string }>(`SELECT id FROM stepd.workflow_steps WHERE workflow_id = $1 AND name = 'x'`, [simple]);
+    counter.reset();
+    // Both outcomes arrive in the same tick, so they are taken in one batch.
+    tools.release(heavy, simple);
+    const hw = await waitForWorkflow(t, heavy);
+    expect(hw.error).toBeNull();
+    expect(hw.output).toEqual(heavyOutput);
+    expect((await waitForWorkflow(t, simple)).status).toBe('completed');
+    const txs = counter.transactions;
+    expect(txs.some((r) => !r.committed && r.finishing.includes(heavyStep!.id) && r.finishing.includes(simpleStep!.id)), 'one batch tried both').toBe(true);
+    const simpleCommit = txs.find((r) => r.committed && r.finishing.includes(simpleStep!.id));
+    const heavyCommit = txs.find((r) => r.committed && r.finishing.includes(heavyStep!.id));
+    expect(simpleCommit!.finishing).not.toContain(heavyStep!.id);
+    expect(simpleCommit!.statements.length).toBeLessThan(HEAVY_OUTCOME_STATEMENTS);
+    expect(heavyCommit!.finishing).toEqual([heavyStep!.id]);
+    expect(heavyCommit!.statements.length).toBeGreaterThan(HEAVY_OUTCOME_STATEMENTS);
+  });
+
+  it('while its transaction waits, the outcomes of other workflows are still recorded', async () => {
+    const t = await createTestSchema();
+    const tools = holdTools();
+    await startExecutor(t, { tools: [tools] });
+    const heavy = await insertWorkflow(t, heavyFlow(depth));
+    await waitFor(() => tools.waiting.has(heavy), 'the held call in flight');
+    // Another transaction holds the heavy workflow's row (as a long settle of it would).
+    const holder = await t.db.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${t.schema}.workflows WHERE id = $1 FOR UPDATE`, [heavy]);
+      const { rows: [{ pid }] } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      tools.release(heavy);
+      await waitFor(
+        async () => (await t.q(`SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, [pid])).length > 0,
+        'the heavy outcome to wait for the workflow lock',
+      );
+      const simple = await insertWorkflow(t, simpleFlow);
+      expect((await waitForWorkflow(t, simple)).status).toBe('completed');
+      // The heavy outcome is not recorded yet: its step is still running.
+      expect((await t.q(`SELECT status FROM stepd.workflow_steps WHERE workflow_id = $1 AND name = 'hold'`, [heavy]))[0].status).toBe('running');
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect((await waitForWorkflow(t, heavy)).output).toEqual(heavyOutput);
   });
 });
