@@ -101,7 +101,9 @@ export class Executor {
       clients: deps.clients,
     };
     this.outcomes = new OutcomeQueue({
-      record: (inputs) => this.withCreateClaims((claim) => finishSteps(this.tx, inputs, claim)),
+      // Outcomes recorded alone (deferred: heavy, or their workflow locked elsewhere) may take long:
+      // they promise no slots, so they never hold the claims back; what they create is claimed.
+      record: (inputs) => (inputs.every((i) => i.alone) ? finishSteps(this.tx, inputs) : this.withCreateClaims((claim) => finishSteps(this.tx, inputs, claim))),
       onResult: (r) => this.handleTx(r),
       log: deps.log,
     });
