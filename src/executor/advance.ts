@@ -12,7 +12,7 @@ import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitio
 import {
   cancelLiveStepsInFanout,
   endWorkflowCancellingLiveSteps,
-  failForkRowIfDone,
+  failForkRowsIfDone,
   getFanoutOutcomeTree,
   getFanoutProgress,
   getPrecedingRowInChain,
@@ -175,21 +175,45 @@ export class Advance {
    * A branch at `pos` failed for good. An allSettled fan-out records it and goes on; a failFast
    * one fails as a whole: its live branches are cancelled, its fork row takes the error, and the
    * fork's own onError — or else the level above — handles it, up to failing the workflow.
+   * However many nested forks the failure goes up through, their rows are failed in one
+   * statement and the live steps below the outermost are cancelled in one.
    */
   private async failBranch(pos: Position, error: ErrorData): Promise<void> {
-    if (pos.fanoutId === null) return this.failWorkflow(error);
-    const fork = await this.forkRow(pos.fanoutId);
-    const forkStep = getStep(this.wf.flow, fork.name);
-    const t = forkStep.transition;
-    if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') return this.arrive(pos, null);
-    const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
-    if (forkPos.fanoutId === null && forkStep.onError === undefined) return this.failWorkflow(error);
-    await this.flush();
-    this.writer.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, fork.id)));
-    await failForkRowIfDone(this.db, fork.id, error);
-    this.event('step.failed', { stepId: fork.id, step: fork.name, attempt: 1, error });
-    if (forkStep.onError !== undefined) return this.createStep(forkStep.onError, forkPos, { error });
-    return this.failBranch(forkPos, error);
+    const failing: ForkRow[] = [];
+    let then: () => Promise<void>;
+    for (let cur = pos; ; ) {
+      if (cur.fanoutId === null) {
+        then = () => this.failWorkflow(error);
+        break;
+      }
+      const fork = await this.forkRow(cur.fanoutId);
+      const forkStep = getStep(this.wf.flow, fork.name);
+      const t = forkStep.transition;
+      if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') {
+        const at = cur;
+        then = () => this.arrive(at, null);
+        break;
+      }
+      const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
+      if (forkPos.fanoutId === null && forkStep.onError === undefined) {
+        then = () => this.failWorkflow(error);
+        break;
+      }
+      failing.push(fork);
+      const onError = forkStep.onError;
+      if (onError !== undefined) {
+        then = () => this.createStep(onError, forkPos, { error });
+        break;
+      }
+      cur = forkPos;
+    }
+    if (failing.length > 0) {
+      await this.flush();
+      this.writer.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, failing[failing.length - 1]!.id)));
+      await failForkRowsIfDone(this.db, failing.map((f) => f.id), error);
+      for (const f of failing) this.event('step.failed', { stepId: f.id, step: f.name, attempt: 1, error });
+    }
+    return then();
   }
 
   /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */

@@ -132,6 +132,36 @@ describe('settling nested forks', () => {
   });
 });
 
+describe('a branch failing deep inside nested failFast forks', () => {
+  it('fails every fork on the way up and cancels their live branches in statements independent of the depth', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const counter = countTransactions();
+    const counts: number[] = [];
+    for (const m of [10, 40]) {
+      // Fork k waits for its gate s_k and for fork k+1; the innermost branch fails; f0 has onError.
+      const steps: Record<string, unknown> = { boom: { tool: 'core.fail', args: { message: 'deep failure', code: 'deep' } } };
+      steps.recover = { tool: 'core.echo', args: { why: '{{error.message}}', at: '{{error.step}}' } };
+      for (let k = 0; k < m; k++) {
+        steps[`f${k}`] = { parallel: [`s${k}`, k === m - 1 ? 'boom' : `f${k + 1}`], join: `j${k}`, ...(k === 0 ? { onError: 'recover' } : {}) };
+        steps[`s${k}`] = { approval: true };
+        steps[`j${k}`] = { tool: 'core.noop' };
+      }
+      counter.reset();
+      const id = await insertWorkflow(t, { start: 'f0', steps });
+      const wf = await waitForWorkflow(t, id);
+      expect(wf.output).toEqual({ why: 'deep failure', at: 'boom' });
+      const rows = await getSteps(t, id);
+      expect(rows.filter((r) => /^f\d+$/.test(r.name)).map((r) => r.status)).toEqual(Array(m).fill('failed'));
+      expect(rows.filter((r) => /^s\d+$/.test(r.name)).map((r) => r.status)).toEqual(Array(m).fill('cancelled'));
+      expect(rows.filter((r) => /^j\d+$/.test(r.name))).toHaveLength(0);
+      const failing = counter.transactions.find((r) => r.committed && r.statements.some((x) => /status = 'failed', error = \$2::jsonb, fanout_open = false/.test(x)));
+      counts.push(failing!.statements.length);
+    }
+    expect(counts[1], `statements at depth 10/40: ${counts.join('/')}`).toBe(counts[0]);
+  });
+});
+
 /** `hold.wait` calls wait until the test lets them go, by workflow; counts calls in flight. */
 function holdTools(): ToolProvider & { waiting: Map<string, () => void>; release: (...workflowIds: string[]) => void } {
   const waiting = new Map<string, () => void>();

@@ -140,13 +140,16 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
   return rows.filter((r) => r.was === 'running').map((r) => r.id);
 }
 
-/** A failFast fan-out failed: its fork row (done when it fanned out) records the branch's error. */
-export async function failForkRowIfDone(db: Queryable, forkId: string, error: ErrorData): Promise<boolean> {
+/**
+ * FailFast fan-outs failed: their fork rows (done when they fanned out) record the branch's
+ * error, in one statement however many nested forks the failure went up through.
+ */
+export async function failForkRowsIfDone(db: Queryable, forkIds: string[], error: ErrorData): Promise<number> {
   const { rowCount } = await db.query({
-    name: 'stepd_fail_fork_row_if_done',
-    text: `UPDATE workflow_steps SET updated_at = now(), status = 'failed', error = $2::jsonb, fanout_open = false WHERE id = $1 AND status = 'done'`,
-    values: [forkId, jsonParam(error)],
+    name: 'stepd_fail_fork_rows_if_done',
+    text: `UPDATE workflow_steps SET updated_at = now(), status = 'failed', error = $2::jsonb, fanout_open = false
+            WHERE id = ANY($1::bigint[]) AND status = 'done'`,
+    values: [forkIds, jsonParam(error)],
   });
-  return rowCount === 1;
+  return rowCount ?? 0;
 }
-
