@@ -106,7 +106,40 @@ describe("the operator's caps", () => {
   });
 });
 
+describe('fair claims', () => {
+  it('a one-step workflow is served while a 5,000-item fan-out keeps 1,000 steps ready: at most a round of the big one starts first', async () => {
+    const env = await securityEnv({ options: { concurrency: 64 } });
+    const big = await clientInsert(
+      env.client,
+      {
+        maxSteps: 6_000,
+        start: 'each',
+        steps: { each: { forEach: { items: '{{input.items}}', step: 'work', concurrency: 1_000 }, join: 'end' }, work: { tool: 'core.sleep', args: { ms: 20 } }, end: { tool: 'core.noop', done: true } },
+      },
+      { input: { items: items(5_000) } },
+    );
+    await waitFor(async () => {
+      const [row] = await env.t.q(`SELECT count(*) FILTER (WHERE status = 'ready')::int AS ready, count(*) FILTER (WHERE status = 'done')::int AS done FROM stepd.workflow_steps WHERE workflow_id = $1`, [big]);
+      return row.ready >= 500 && row.done >= 200;
+    }, 'the fan-out to hold hundreds of ready steps');
+    const small = await clientInsert(env.client, ONE_STEP);
+    expect((await waitForWorkflow(env.t, small)).status).toBe('completed');
+    expect((await getWorkflow(env.t, big)).status).toBe('running');
+    const [step] = await getSteps(env.t, small);
+    const [{ n }] = await env.t.q(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE workflow_id = $1 AND started_at > $2 AND started_at < $3`, [
+      big,
+      step!.ready_at,
+      step!.started_at,
+    ]);
+    // Oldest-first claims would start every ready step queued ahead of it (hundreds) first.
+    expect(n).toBeLessThan(200);
+    await env.client.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [big]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+});
+
 const FANOUT_FLOW = {
+  maxSteps: 3_000,
   start: 'each',
   steps: {
     each: { forEach: { items: '{{input.items}}', step: 'work', concurrency: 50 }, join: 'end' },
