@@ -21,6 +21,7 @@ import {
   claimLockedSteps,
   claimReadySteps,
   claimReadyStepsFairly,
+  claimReadyToollessSteps,
   countRunningToolSteps,
   endWorkflowCancellingLiveSteps,
   extendLeasesIfRunning,
@@ -90,22 +91,38 @@ interface Poisoned {
   err: Error;
 }
 
-export async function claimSteps(deps: ClaimDeps, free: number): Promise<Claim> {
+/**
+ * Claims up to `free` ready steps; with `toollessOnly`, only steps without a tool (readied
+ * gates, due timers), which an executor claims even when every tool slot is busy.
+ */
+export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean } = {}): Promise<Claim> {
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
-  const limited = deps.limits !== undefined && !deps.limits.unlimited;
+  const toollessOnly = opts.toollessOnly === true;
+  const limited = deps.limits !== undefined && !deps.limits.unlimited && !toollessOnly;
   let rows: ClaimedStep[];
   let moreReady: boolean;
-  let cancelledRunning: string[] = [];
+  const cancelledRunning: string[] = [];
   try {
-    ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, false) : await claimFast(deps, free, leaseMs));
+    if (toollessOnly) {
+      rows = await claimReadyToollessSteps(deps.pool, { executorId: deps.executorId, limit: free, leaseMs });
+      moreReady = rows.length >= free;
+    } else {
+      ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
+    }
   } catch (err) {
     if (!isRowSpecificPgError(err)) throw err;
     deps.log.warn({ err, free }, 'claiming a batch of steps failed; claiming them one at a time');
-    const isolated = await claimWithinLimits(deps, free, leaseMs, true);
+    const isolated = await claimWithinLimits(deps, free, leaseMs, { isolate: true, toollessOnly });
     rows = isolated.rows;
     moreReady = true;
     if (isolated.poisoned.length > 0 && isolated.poisoned.length === isolated.tried && isolated.tried > 1) throw err; // not one row
-    for (const p of isolated.poisoned) cancelledRunning.push(...(await failUnclaimable(deps, p)));
+    for (const p of isolated.poisoned) {
+      try {
+        cancelledRunning.push(...(await failUnclaimable(deps, p)));
+      } catch (failErr) {
+        deps.log.error({ err: failErr, workflowId: p.step.workflow_id, stepId: p.step.id }, 'could not fail the workflow of a step that cannot be claimed');
+      }
+    }
   }
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
   return { rows, moreReady, cancelledRunning };
@@ -156,9 +173,10 @@ async function claimWithinLimits(
   deps: ClaimDeps,
   free: number,
   leaseMs: number,
-  isolate: boolean,
+  opts: { isolate: boolean; toollessOnly?: boolean },
 ): Promise<{ rows: ClaimedStep[]; moreReady: boolean; poisoned: Poisoned[]; tried: number }> {
-  const limits = deps.limits && !deps.limits.unlimited ? deps.limits : undefined;
+  const { isolate, toollessOnly = false } = opts;
+  const limits = deps.limits && !deps.limits.unlimited && !toollessOnly ? deps.limits : undefined;
   return withTransaction(deps.pool, async (client) => {
     let moreReady: boolean;
     let chosen: Candidate[];
@@ -177,7 +195,7 @@ async function claimWithinLimits(
       chosen = candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null);
       if (chosen.length < candidates.length) moreReady = true;
     } else {
-      chosen = await peekReadySteps(client, free);
+      chosen = await peekReadySteps(client, free, toollessOnly);
       moreReady = chosen.length >= free;
     }
     if (!isolate) {

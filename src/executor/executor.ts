@@ -2,7 +2,10 @@
  * The executor: a small loop around the pure flow logic.
  *   wake (NOTIFY, own completions, poll) → admit new workflows → claim ready steps up to the
  *   free slots → run each as its own task → finish it in one transaction → repeat.
- * A failed iteration is logged and retried with backoff; it never kills the process.
+ * A failed iteration is logged and retried with backoff; it never kills the process. A lost
+ * database is an outage (logged once when it starts and once when it ends): work in flight
+ * fails and is retried, finished outcomes wait in the OutcomeQueue, and when the database is back
+ * the steps a claim took without our hearing of it are handed back.
  */
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
@@ -23,14 +26,19 @@ import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runStep, type StepPolicy } from './runStep.js';
 import { admitWorkflows, finishStep, finishSteps, type TxDeps, type TxResult } from './transactions.js';
+import { backoffMs, DatabaseOutage } from './dbOutage.js';
+import { Heartbeat } from './heartbeat.js';
 import { OutcomeQueue } from './outcomeQueue.js';
 import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
-import { claimSteps, newFairClaimState } from './claimSteps.js';
+import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
 export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
 import type { ExecutorOptions } from './options.js';
+
+/** Readied gates and due timers claimed at once while every tool slot is busy. */
+const TOOLLESS_BATCH = 32;
 
 export interface ExecutorDeps {
   log: Logger;
@@ -62,12 +70,18 @@ export class Executor {
   private readonly running = new Map<string, RunningTask>();
   private readonly tx: TxDeps;
   private readonly outcomes: OutcomeQueue;
+  private readonly outage: DatabaseOutage;
+  private readonly heartbeat: Heartbeat;
+  /** Set when the database came back: check which running steps are really ours. */
+  private reconcilePending = false;
   /** Slots held by running tool calls, and slots promised to a claim or transaction in flight. */
   private slotsHeld = 0;
   private slotsReserved = 0;
   /** Whether the last claim left ready steps behind: then transactions claim only half the free slots on creation. */
   private backlog = false;
   private readonly fairness = newFairClaimState();
+  /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
+  private toollessPending = true;
   private stopping = false;
   private started = false;
   private wakeResolve: (() => void) | undefined;
@@ -87,7 +101,22 @@ export class Executor {
     private readonly deps: ExecutorDeps,
   ) {
     this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
-    const poolOpts: PoolOptions = { url: opts.databaseUrl, schema: opts.schema, role: 'executor', events: opts.emitEvents, max: opts.poolSize ?? Math.min(20, opts.concurrency + 2) };
+    this.outage = new DatabaseOutage({
+      log: deps.log,
+      onRecovered: () => {
+        this.reconcilePending = true;
+        this.admitPending = true;
+        this.wake();
+      },
+    });
+    const poolOpts: PoolOptions = {
+      url: opts.databaseUrl,
+      schema: opts.schema,
+      role: 'executor',
+      events: opts.emitEvents,
+      max: opts.poolSize ?? Math.min(20, opts.concurrency + 2),
+      onConnectionError: (err) => void this.outage.failed(err, 'pool'),
+    };
     this.pool = createPool(poolOpts);
     this.tx = {
       pool: this.pool,
@@ -105,6 +134,8 @@ export class Executor {
       // they promise no slots, so they never hold the claims back; what they create is claimed.
       record: (inputs) => (inputs.every((i) => i.alone) ? finishSteps(this.tx, inputs) : this.withCreateClaims((claim) => finishSteps(this.tx, inputs, claim))),
       onResult: (r) => this.handleTx(r),
+      onFailure: (err) => this.outage.failed(err, 'outcomes'),
+      onRecorded: () => this.outage.succeeded(),
       log: deps.log,
     });
     this.listener = new Listener({
@@ -112,12 +143,28 @@ export class Executor {
       schema: opts.schema,
       executorId: opts.executorId,
       log: deps.log,
+      outage: this.outage,
       onWakeup: (p) => this.onWakeup(p),
       onReconnect: () => {
         this.admitPending = true;
         this.wake();
       },
     });
+    this.heartbeat = new Heartbeat({
+      pool: this.pool,
+      executorId: opts.executorId,
+      intervalMs: opts.heartbeatIntervalMs,
+      deadAfterMs: opts.deadAfterMs,
+      concurrency: opts.concurrency,
+      log: deps.log,
+      outage: this.outage,
+      onPresumedDead: () => void this.abortStepsNoLongerOurs().catch(() => {}),
+    });
+  }
+
+  /** Finished steps whose outcome is not recorded yet (waiting for the database, for one). */
+  get pendingOutcomes(): number {
+    return this.outcomes.unrecorded;
   }
 
   get runningCount(): number {
@@ -128,6 +175,12 @@ export class Executor {
     if (this.started) throw new Error('executor already started');
     this.started = true;
     await this.listener.start();
+    try {
+      await this.heartbeat.start();
+    } catch (err) {
+      await this.listener.close();
+      throw err;
+    }
     await this.recoverOrphans();
     this.loopDone = this.loop();
     this.scheduleWatchdog(0);
@@ -163,6 +216,7 @@ export class Executor {
       return;
     }
     if (p.table === 'workflows') this.admitPending = true;
+    else this.toollessPending = true;
     this.wake();
   }
 
@@ -192,28 +246,42 @@ export class Executor {
     while (!this.stopping) {
       try {
         this.woken = false;
+        if (this.reconcilePending) {
+          this.reconcilePending = false;
+          await this.reconcileAfterOutage();
+        }
         let claimed = 0;
         let admitted = 0;
         // New workflows first, so a backlog of ready steps never keeps them waiting, but no more
         // than this executor can start soon (half its free slots while ready steps wait), so a
         // burst spreads over the executors; then ready steps with the slots left.
         const free = this.freeSlots();
+        const touchesDb = this.admitPending || free > 0;
         if (this.admitPending) admitted = await this.admit(free);
         const left = this.freeSlots();
         if (left > 0) claimed = await this.claimAndRun(left);
+        else if (this.toollessPending) claimed = await this.claimToolless();
+        if (touchesDb || left > 0) this.outage.succeeded();
         errors = 0;
         const busy = this.freeSlots() > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.woken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await this.waitForWake(this.opts.pollIntervalMs))) this.admitPending = true;
+          if (!(await this.waitForWake(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = true;
           // Steps finishing together free their slots in the same tick: claim for all of them at once.
           await new Promise((r) => setImmediate(r));
         }
       } catch (err) {
         errors++;
-        const delay = Math.min(10_000, 100 * 2 ** Math.min(errors, 7));
-        this.deps.log.error({ err, delayMs: delay }, 'executor iteration failed; retrying');
-        await this.waitForWake(delay);
+        const delay = backoffMs(errors);
+        // A lost connection is part of an outage, logged once; anything else is logged each time.
+        if (!this.outage.failed(err, 'claim loop')) this.deps.log.error({ err, delayMs: delay }, 'executor iteration failed; retrying');
+        if (this.outage.active) this.reconcilePending = true;
+        // Wake-ups don't cut the backoff short (a finishing step would make it a busy loop); stop does.
+        const until = Date.now() + delay;
+        while (!this.stopping && Date.now() < until) {
+          this.woken = false;
+          await this.waitForWake(until - Date.now());
+        }
       }
     }
   }
@@ -272,6 +340,30 @@ export class Executor {
     });
   }
 
+  /** With every tool slot busy: claims readied gates and due timers, which take no slot. */
+  private async claimToolless(): Promise<number> {
+    this.toollessPending = false;
+    const claim = await claimSteps(this.claimDeps(), TOOLLESS_BATCH, { toollessOnly: true });
+    if (claim.moreReady) this.toollessPending = true;
+    for (const id of claim.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
+    for (const row of claim.rows) this.startTask(row);
+    return claim.rows.length;
+  }
+
+  private claimDeps(): ClaimDeps {
+    return {
+      pool: this.pool,
+      cache: this.cache,
+      executorId: this.opts.executorId,
+      schema: this.opts.schema,
+      leaseGraceMs: this.opts.leaseGraceMs,
+      emitEvents: this.opts.emitEvents,
+      log: this.deps.log,
+      fairness: this.fairness,
+      ...(this.deps.limits ? { limits: this.deps.limits } : {}),
+    };
+  }
+
   private async claimAndRun(free: number): Promise<number> {
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
@@ -279,20 +371,7 @@ export class Executor {
     this.slotsReserved += free;
     let claim;
     try {
-      claim = await claimSteps(
-        {
-          pool: this.pool,
-          cache: this.cache,
-          executorId: this.opts.executorId,
-          schema: this.opts.schema,
-          leaseGraceMs: this.opts.leaseGraceMs,
-          emitEvents: this.opts.emitEvents,
-          log: this.deps.log,
-          fairness: this.fairness,
-          ...(this.deps.limits ? { limits: this.deps.limits } : {}),
-        },
-        free,
-      );
+      claim = await claimSteps(this.claimDeps(), free);
     } finally {
       this.slotsReserved -= free;
     }
@@ -376,6 +455,7 @@ export class Executor {
     this.wakeAt = at;
     this.wakeTimer = setTimeout(() => {
       this.wakeAt = undefined;
+      this.toollessPending = true;
       this.wake();
     }, ms + 1);
   }
@@ -387,15 +467,42 @@ export class Executor {
     }, delay);
   }
 
-  /** One watchdog tick: leader duties, then this executor's own cancelled steps. */
+  /** One watchdog tick: leader duties, then this executor's own cancelled or rescued steps. */
   async sweep(): Promise<void> {
     try {
       await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
-      const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, [...this.running.keys()]);
-      for (const id of gone) this.abortTask(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
+      await this.abortStepsNoLongerOurs();
     } catch (err) {
-      this.deps.log.error({ err }, 'watchdog sweep failed');
+      if (!this.outage.failed(err, 'watchdog')) this.deps.log.error({ err }, 'watchdog sweep failed');
     }
+  }
+
+  /** Aborts the tools of steps no longer running here: cancelled, or rescued from us as presumed dead. */
+  private async abortStepsNoLongerOurs(): Promise<void> {
+    const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, [...this.running.keys()]);
+    for (const id of gone) this.abortTask(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
+  }
+
+  /**
+   * After an outage: a claim (or a transaction claiming the steps it created) whose COMMIT went
+   * through but whose answer was lost left steps `running` under this executor that it never
+   * started. They are handed back as ready, without spending an attempt (no tool ran). Steps
+   * running here, or finished here and waiting for their outcome to be recorded, are left alone;
+   * no recording transaction runs meanwhile, so none can claim a step under our feet.
+   */
+  private async reconcileAfterOutage(): Promise<void> {
+    await this.outcomes.exclusive(async () => {
+      const rows = await findRunningStepsOfExecutor(this.pool, this.opts.executorId);
+      const waiting = this.outcomes.stepIds();
+      const strays = rows.map((r) => r.id).filter((id) => !this.running.has(id) && !waiting.has(id));
+      if (strays.length === 0) return;
+      const released = await releaseStepsIfRunning(this.pool, this.opts.executorId, strays);
+      this.deps.log.warn({ released, stepIds: strays }, "handed back steps claimed while the connection was lost (the claim's answer never arrived)");
+      if (released > 0) {
+        this.moreReady = true;
+        await notifyStepsReady(this.pool, this.opts.schema);
+      }
+    });
   }
 
   /**
@@ -410,6 +517,7 @@ export class Executor {
     clearTimeout(this.wakeTimer);
     await this.loopDone;
     await this.watchdogRun;
+    let leftRunning = false;
     const grace = options.graceMs ?? this.opts.shutdownGraceMs;
     const all = () => Promise.allSettled([...this.running.values()].map((t) => t.done));
     if (this.running.size > 0) {
@@ -428,9 +536,21 @@ export class Executor {
       });
       this.deps.log.info({ released }, 'handed running steps back as ready');
       if (released > 0) await notifyStepsReady(this.pool, this.opts.schema).catch(() => {});
+      if (released < ids.length) leftRunning = true;
       await all();
     }
+    // Outcomes wait for the database as long as the grace period allows; then the leader
+    // rescues their steps (the row of this executor stays, so it goes stale and counts as dead).
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.outcomes.idle(), new Promise((r) => (timer = setTimeout(r, Math.max(grace, 1_000))))]);
+    clearTimeout(timer);
+    if (this.outcomes.unrecorded > 0) {
+      leftRunning = true;
+      this.outcomes.abandon();
+    }
     await this.outcomes.idle();
+    if (leftRunning) await this.heartbeat.pause();
+    else await this.heartbeat.stop();
     await this.listener.close();
     await this.pool.end();
     this.deps.log.info({ executorId: this.opts.executorId }, 'executor stopped');

@@ -77,16 +77,38 @@ export async function claimReadyStepsFairly(
   return { rows: claimed, lastVisited: first?.last_visited ?? null, visited: first?.visited ?? 0 };
 }
 
+/** Claims ready steps without a tool (readied gates, due timers): they take no tool slot. */
+export async function claimReadyToollessSteps(
+  db: Queryable,
+  opts: { executorId: string; limit: number; leaseMs: number },
+): Promise<ClaimedStep[]> {
+  const { rows } = await db.query<ClaimedStep>({
+    name: 'stepd_claim_ready_toolless_steps',
+    text: `WITH claimed AS (
+             ${CLAIM_UPDATE}
+              WHERE id IN (SELECT id FROM workflow_steps
+                            WHERE status = 'ready' AND tool IS NULL AND ready_at <= now()
+                            ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+          ${CLAIM_RETURNING}`,
+    values: [opts.executorId, opts.limit, opts.leaseMs],
+  });
+  return rows;
+}
+
 /**
  * The ready steps the hot claim would take next, without locking them: when a claim statement
  * fails as a whole, the executor claims these one at a time to find the row that fails it.
  */
-export async function peekReadySteps(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string; name: string }[]> {
+export async function peekReadySteps(
+  db: Queryable,
+  limit: number,
+  toollessOnly = false,
+): Promise<{ id: string; workflow_id: string; name: string }[]> {
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_peek_ready_steps',
     text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'ready' AND ready_at <= now() ORDER BY ready_at, id LIMIT $1`,
-    values: [limit],
+            WHERE status = 'ready' AND ready_at <= now() AND (NOT $2 OR tool IS NULL) ORDER BY ready_at, id LIMIT $1`,
+    values: [limit, toollessOnly],
   });
   return rows;
 }
