@@ -12,6 +12,7 @@ import { createMcpProviders } from '../../src/tools/mcp/index.js';
 import { startHttpMcpServer, type HttpMcpServer } from '../mcp-servers/http-server.js';
 import { callsOf, eventsOf, stdioServerFixture, type StdioServerFixture } from '../mcp-servers/fixtures.js';
 import { silentLogger } from '../tools/helpers.js';
+import { ProbeTools } from '../helpers/probe.js';
 import {
   createTestSchema,
   getSteps,
@@ -153,5 +154,48 @@ describe('limits', () => {
     const wf = await waitForWorkflow(t, waiting);
     expect(wf).toMatchObject({ status: 'completed', output: { who: 'bob' } });
     expect((await getSteps(t, waiting)).map((x) => [x.status, x.attempt])).toEqual([['done', 1]]);
+  });
+
+  describe('across executors', () => {
+    /** Two executors on one schema, each with its own policy (as two processes would have), one shared probe. */
+    async function twoExecutors(limits: LimitsConfig): Promise<{ t: TestSchema; probe: ProbeTools }> {
+      const t = await createTestSchema();
+      const probe = new ProbeTools();
+      for (const id of ['one', 'two']) await startExecutor(t, { tools: [probe], concurrency: 8, executorId: id, limits: createLimitPolicy(limits) });
+      return { t, probe };
+    }
+
+    const probeFanOut = (n: number) => [fanOut('probe.hold', { ms: 20 }, n), { items: items(n) }] as const;
+
+    it('holds a per-tool limit summed over every executor on the database', async () => {
+      const { t, probe } = await twoExecutors({ tools: { 'probe.*': 2 } });
+      const ids = await Promise.all([1, 2, 3].map(() => insertWorkflow(t, ...probeFanOut(6), { user: 'alice' })));
+      for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
+      expect(probe.calls).toBe(18);
+      expect(probe.max).toBe(2);
+      const [row] = await t.q<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM stepd.workflow_steps WHERE tool = 'probe.hold'`);
+      expect(row!.n).toBe(2);
+    });
+
+    it('holds the global limit (limits.concurrency) over every executor, whatever each one may run', async () => {
+      const { t, probe } = await twoExecutors({ concurrency: 3 });
+      const ids = await Promise.all([1, 2, 3].map(() => insertWorkflow(t, ...probeFanOut(6), { user: 'alice' })));
+      for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
+      expect(probe.calls).toBe(18);
+      expect(probe.max).toBe(3);
+    });
+
+    it('gives users not named under limits.users the defaultUser limit, each on their own', async () => {
+      const { t, probe } = await twoExecutors({ users: { vip: 4 }, defaultUser: 1 });
+      const ids = await Promise.all(
+        ['zed', 'zed', 'amy', 'vip'].map((user) => insertWorkflow(t, ...probeFanOut(4), { user })),
+      );
+      for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
+      expect(probe.calls).toBe(16);
+      expect(probe.byUser.get('zed')!.max).toBe(1);
+      expect(probe.byUser.get('amy')!.max).toBe(1);
+      expect(probe.byUser.get('vip')!.max).toBeLessThanOrEqual(4);
+      expect(probe.max).toBeGreaterThanOrEqual(2);
+    });
   });
 });
