@@ -1,14 +1,16 @@
 /**
  * Runs the built CLI (dist/src/cli.js, built by `npm test` before vitest) as a user would: a
- * child process with its own environment and working folder. Every child is killed after its
- * test; helpers wait on output, never on fixed sleeps.
+ * child process with its own environment (none of the user's DATABASE_URL, STEPD_* or PG*) and
+ * working folder (default: an empty one, so no stepd.config.json around the tests is read). Every
+ * child is killed after its test; helpers wait on output, never on fixed sleeps.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onCleanup, TEST_DATABASE_URL, type TestSchema } from '../helpers/db.js';
+import { cleanEnv, tempDirSync } from '../helpers/isolation.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = path.join(ROOT, 'dist', 'src', 'cli.js');
@@ -24,16 +26,15 @@ export interface CliResult {
 export interface CliOptions {
   /** Replaces the inherited DATABASE_URL / STEPD_* variables (which are always removed). */
   env?: Record<string, string>;
+  /** Default: an empty folder of its own. */
   cwd?: string;
+  /** The program and its first arguments, to which `args` are added (default: node dist/src/cli.js). */
+  command?: string[];
 }
 
 /** The environment of a child: the test's own, minus anything that would pick a database. */
 export function childEnv(env: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (!/^(DATABASE_URL|STEPD_|PG)/.test(k)) out[k] = v;
-  }
-  return { ...out, STEPD_LOG_LEVEL: 'warn', ...env };
+  return cleanEnv({ STEPD_LOG_LEVEL: 'warn', ...env });
 }
 
 /** DATABASE_URL and STEPD_SCHEMA of a test schema. */
@@ -49,8 +50,9 @@ export class CliProcess {
   private readonly waiters = new Set<() => void>();
 
   constructor(args: string[], opts: CliOptions = {}) {
-    this.child = spawn(process.execPath, [CLI, ...args], {
-      cwd: opts.cwd ?? ROOT,
+    const [program, ...first] = opts.command ?? [process.execPath, CLI];
+    this.child = spawn(program!, [...first, ...args], {
+      cwd: opts.cwd ?? tempDirSync('stepd-cli-cwd-'),
       env: childEnv(opts.env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -140,3 +142,32 @@ export function jsonLines(stdout: string): Record<string, any>[] {
 }
 
 export { TEST_DATABASE_URL };
+
+// ---------------------------------------------------------------------------------------------
+// Processes, judged by their pids (never by how long something took)
+
+/** Whether `pid` is a live process (a zombie counts as gone). */
+export async function isAlive(pid: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  if (stat === undefined) return false;
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state !== 'Z' && state !== 'X';
+}
+
+/** The postmaster pid of the embedded PostgreSQL in `dataDir`, if its postmaster.pid exists. */
+export async function postmasterPid(dataDir: string): Promise<number | undefined> {
+  const text = await readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').catch(() => undefined);
+  const pid = Number(text?.split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** Live processes whose command line contains `text` (a data directory, a folder). */
+export async function processesNaming(text: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(text) && (await isAlive(Number(entry)))) pids.push(Number(entry));
+  }
+  return pids;
+}

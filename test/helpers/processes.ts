@@ -1,13 +1,15 @@
 /**
  * Executors as child processes running the built CLI (dist/src/cli.js; `npm test` builds it,
  * or `sh scripts/node22.sh npx tsc -p tsconfig.json`). Every child is killed after the test,
- * passed or failed.
+ * passed or failed. Each runs in an empty folder of its own with none of the user's settings
+ * (isolation.ts), so a stepd.config.json or STEPD_* variable around the tests changes nothing.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
 import { waitFor, type TestSchema } from './db.js';
+import { cleanEnv, tempDirSync } from './isolation.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
 
@@ -46,6 +48,8 @@ export interface SpawnOptions {
   concurrency?: number;
   leaseGrace?: string;
   shutdownGrace?: string;
+  /** More flags for `stepd start` (e.g. --heartbeat-interval). */
+  extraArgs?: string[];
   /** Wait for "executor started" before returning (default true). */
   waitUntilStarted?: boolean;
 }
@@ -63,9 +67,11 @@ export async function spawnExecutor(t: TestSchema, opts: SpawnOptions): Promise<
     '--lease-grace', opts.leaseGrace ?? '200ms',
     '--shutdown-grace', opts.shutdownGrace ?? '10s',
     '--concurrency', String(opts.concurrency ?? 8),
+    ...(opts.extraArgs ?? []),
   ];
   const child = spawn(process.execPath, args, {
-    env: { ...process.env, STEPD_LOG_LEVEL: 'info', DATABASE_URL: '' },
+    cwd: tempDirSync('stepd-executor-'),
+    env: cleanEnv({ STEPD_LOG_LEVEL: 'info' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';

@@ -2,8 +2,7 @@
  * MCP tools through the whole executor: workflows inserted by SQL call tools on a stdio server
  * (`kb`) and a Streamable HTTP server (`web`), both real SDK servers from test/mcp-servers.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PermissionsConfig } from '../../src/configFile.js';
@@ -24,6 +23,7 @@ import {
   waitForWorkflow,
   type TestSchema,
 } from '../helpers/db.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 interface Setup {
   t: TestSchema;
@@ -241,7 +241,7 @@ describe('stepd start as a child process', () => {
     const web = await startHttpMcpServer();
     onCleanup(() => web.close());
     const kb = stdioServerFixture();
-    const dir = mkdtempSync(join(tmpdir(), 'stepd-daemon-'));
+    const dir = tempDirSync('stepd-daemon-');
     const config = {
       mcpServers: { kb: kb.config, web: { url: web.url, headers: { Authorization: 'Bearer ${WEB_TOKEN}' } } },
       permissions: { default: ['core.*'], users: { alice: ['kb.*', 'web.*'] } },
@@ -290,7 +290,7 @@ describe('stepd start as a child process', () => {
   it('reads ./stepd.config.json from its working folder, reports a server that does not answer, allows all without permissions (said once), applies limits', async () => {
     const t = await createTestSchema();
     const kb = stdioServerFixture();
-    const dir = mkdtempSync(join(tmpdir(), 'stepd-daemon-'));
+    const dir = tempDirSync('stepd-daemon-');
     writeFileSync(join(dir, 'stepd.config.json'), JSON.stringify({ mcpServers: { kb: kb.config, down: { url: 'http://127.0.0.1:1/mcp' } }, limits: { concurrency: 3, tools: { 'kb.concurrency': 1 } } }));
     const daemon = spawnStepd(['start', '--database-url', TEST_DATABASE_URL, '--schema', t.schema, '--poll-interval', '50ms'], { cwd: dir });
     onCleanup(async () => {
@@ -321,7 +321,7 @@ describe('stepd start as a child process', () => {
   it('on SIGTERM past the grace period, cancels a running MCP call at the server, hands the step back and exits', async () => {
     const t = await createTestSchema();
     const kb = stdioServerFixture();
-    const dir = mkdtempSync(join(tmpdir(), 'stepd-daemon-'));
+    const dir = tempDirSync('stepd-daemon-');
     writeFileSync(join(dir, 'stepd.config.json'), JSON.stringify({ mcpServers: { kb: kb.config } }));
     const args = ['start', '--database-url', TEST_DATABASE_URL, '--schema', t.schema, '--poll-interval', '50ms', '--shutdown-grace', '100ms'];
     const daemon = spawnStepd(args, { cwd: dir });
@@ -338,7 +338,7 @@ describe('stepd start as a child process', () => {
   });
 
   it('reports config errors with the path of the offending key and exits non-zero', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'stepd-badconfig-'));
+    const dir = tempDirSync('stepd-badconfig-');
     const bad = {
       mcpServers: { kb: { command: '' }, web: { url: 'ftp://example.org' } },
       permissions: { users: { alice: ['kb.*x'] } },

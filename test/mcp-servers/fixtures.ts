@@ -3,14 +3,13 @@
  * log, and a uniform view of what each server recorded, so a test can ask "what reached the
  * server" without caring how it is connected.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StdioServerConfig } from '../../src/configFile.js';
 import { isAlive, readEvents, type LoggedEvent } from '../tools/helpers.js';
 import type { HttpMcpServer } from './http-server.js';
 import type { TestEvent } from './tools.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 export const STDIO_SERVER_FILE = fileURLToPath(new URL('./stdio-server.ts', import.meta.url));
 
@@ -26,7 +25,7 @@ export interface StdioServerFixture {
 }
 
 export function stdioServerFixture(env: Record<string, string> = {}): StdioServerFixture {
-  const logFile = join(mkdtempSync(join(tmpdir(), 'stepd-mcp-')), 'events.jsonl');
+  const logFile = join(tempDirSync('stepd-mcp-'), 'events.jsonl');
   const config: StdioServerConfig = { command: process.execPath, args: [STDIO_SERVER_FILE], env: { ...env, STEPD_TEST_LOG: logFile } };
   const events = () => readEvents(logFile);
   const pids = () => events().filter((e) => e.event === 'start').map((e) => e.pid);

@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile, parseConfigFile } from '../../src/configFile.js';
 import { ConfigError } from '../../src/errors.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 function issuesOf(fn: () => unknown): { path: string; message: string }[] {
   try {
@@ -75,7 +75,7 @@ describe('config file', () => {
   });
 
   it('puts the file name in the message and reports missing or broken files', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'stepd-config-'));
+    const dir = tempDirSync('stepd-config-');
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, JSON.stringify({ mcpServers: { kb: {} } }));
     await expect(loadConfigFile(bad)).rejects.toThrow(new RegExp(`${bad}[\\s\\S]*mcpServers.kb`));

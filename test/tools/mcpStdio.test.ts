@@ -1,4 +1,4 @@
-import { mkdtempSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,13 +7,14 @@ import type { StdioServerConfig } from '../../src/configFile.js';
 import { StepTimeoutError } from '../../src/errors.js';
 import { createMcpProviders, McpServerProvider } from '../../src/tools/mcp/index.js';
 import { isAlive, readEvents, rejectionOf, silentLogger, stepContext, waitFor } from './helpers.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 const serverFile = fileURLToPath(new URL('../mcp-servers/stdio-server.ts', import.meta.url));
 const providers: McpServerProvider[] = [];
 const pids = new Set<number>();
 
 function stdioProvider(options: { idleMs?: number; config?: Partial<StdioServerConfig> } = {}) {
-  const log = join(mkdtempSync(join(tmpdir(), 'stepd-mcp-')), 'events.jsonl');
+  const log = join(tempDirSync('stepd-mcp-'), 'events.jsonl');
   const config: StdioServerConfig = { command: process.execPath, args: [serverFile], env: { STEPD_TEST_LOG: log }, ...options.config };
   const [provider] = createMcpProviders({ kb: config }, { log: silentLogger(), idleMs: options.idleMs ?? 60_000 });
   if (!provider) throw new Error('no provider');
@@ -94,7 +95,7 @@ describe('MCP tools over stdio', () => {
   });
 
   it('passes env over the safe default environment, and cwd', async () => {
-    const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'stepd-cwd-')));
+    const cwd = realpathSync(tempDirSync('stepd-cwd-'));
     const log = join(cwd, 'events.jsonl');
     const { provider } = stdioProvider({ config: { env: { STEPD_TEST_LOG: log, STEPD_TEST_MARK: 'marked' }, cwd } });
     await provider.call('echo', {}, stepContext());

@@ -1,10 +1,13 @@
 /**
  * The real `stepd` command as a child process (dist/src/cli.js, built by `npm test` or
  * `tsc -p tsconfig.json`): its output is collected, and a test waits on its exit or on a line.
+ * It runs in `cwd` (default: an empty folder of its own) with none of the user's DATABASE_URL,
+ * STEPD_* or PG* variables; `env` adds what the test means it to see.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { cleanEnv, tempDirSync } from '../helpers/isolation.js';
 import { waitFor } from './helpers.js';
 
 export const STEPD_CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
@@ -24,8 +27,8 @@ export interface StepdProcess {
 export function spawnStepd(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): StepdProcess {
   if (!existsSync(STEPD_CLI)) throw new Error(`${STEPD_CLI} is missing: build first (sh scripts/node22.sh npx tsc -p tsconfig.json)`);
   const child = spawn(process.execPath, [STEPD_CLI, ...args], {
-    cwd: options.cwd ?? process.cwd(),
-    env: { ...process.env, STEPD_LOG_LEVEL: 'info', ...options.env },
+    cwd: options.cwd ?? tempDirSync('stepd-cwd-'),
+    env: cleanEnv({ STEPD_LOG_LEVEL: 'info', ...options.env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StdioServerConfig } from '../../src/configFile.js';
@@ -7,10 +6,11 @@ import { createMcpProviders, type McpServerProvider } from '../../src/tools/mcp/
 import { buildToolbox, probeMcpServers, type Toolbox } from '../../src/tools/toolbox.js';
 import { STDIO_SERVER_FILE } from '../mcp-servers/fixtures.js';
 import { isAlive, rejectionOf, silentLogger, stepContext, waitFor } from './helpers.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 /** A stdio "server" that starts, writes its pid, and never answers initialize. */
 function hungServer(): { config: StdioServerConfig; pid: () => number | undefined } {
-  const pidFile = join(mkdtempSync(join(tmpdir(), 'stepd-hung-')), 'pid');
+  const pidFile = join(tempDirSync('stepd-hung-'), 'pid');
   const script = "require('node:fs').writeFileSync(process.argv[1], String(process.pid)); setInterval(() => {}, 1000)";
   const pid = () => {
     try {

@@ -1,0 +1,20 @@
+/**
+ * The user's stepd settings, which tests keep away from what they run: DATABASE_URL, STEPD_* and
+ * libpq's PG* variables. STEPD_TEST_* (knobs of the tests) and STEPD_NODE_CACHE (where Node 22 is
+ * cached) are not settings of stepd. No vitest import: test/globalSetup.ts uses this too.
+ */
+export function isUserSetting(name: string): boolean {
+  if (name === 'DATABASE_URL' || name.startsWith('PG')) return true;
+  return name.startsWith('STEPD_') && !name.startsWith('STEPD_TEST_') && name !== 'STEPD_NODE_CACHE';
+}
+
+/** The environment for a child process: this process's, without the user's settings, plus `extra` (undefined removes). */
+export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) if (!isUserSetting(name)) env[name] = value;
+  for (const [name, value] of Object.entries(extra)) {
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+  }
+  return env;
+}
