@@ -182,7 +182,12 @@ export class Scenario {
       const [r] = await this.q<{ live: number }>(`SELECT count(*)::int AS live FROM ${this.t.workflows} WHERE status IN ('new', 'running')`);
       this.drainMs = Date.now() - began;
       if (r!.live === 0) return true;
-      if (Date.now() > deadline) return false;
+      if (Date.now() > deadline) {
+        for (const [id, d] of this.daemons) {
+          this.suite.progress(`${this.name}: ${r!.live} workflow(s) still live; daemon ${id} (${d.exitDescription}) last logged:\n  ${d.lastLines.slice(-6).join('\n  ')}`);
+        }
+        return false;
+      }
       await sleep(250);
     }
   }
