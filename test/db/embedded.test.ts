@@ -244,7 +244,53 @@ describe('embedded PostgreSQL', () => {
 
     expect(a.pid).toBe(b.pid);
     expect([a.reused, b.reused].sort()).toEqual([false, true]);
+    expect([a.attached, b.attached].sort()).toEqual([false, true]);
     await a.stop();
+    expect(await isRunning(a.pid)).toBe(true);
+    await b.stop();
+    expect(await postgresProcessesFor(path.join(dataDir, 'pg'))).toEqual([]);
+  });
+
+  it('a second start beside a live owner attaches, and its stop leaves the server running', async () => {
+    const dataDir = await newDataDir();
+    const owner = await startEmbeddedPostgres({ dataDir, port: await freePort(), log: silent });
+    const second = await startEmbeddedPostgres({ dataDir, log: silent });
+    expect(second).toMatchObject({ reused: true, attached: true, pid: owner.pid, url: owner.url });
+
+    await second.stop();
+
+    expect(await query(owner.url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    await owner.stop();
+    expect(await postgresProcessesFor(path.join(dataDir, 'pg'))).toEqual([]);
+  });
+
+  it('an owner that stops first hands the server to the process still using it, whose stop then stops it', async () => {
+    const dataDir = await newDataDir();
+    const owner = await startEmbeddedPostgres({ dataDir, port: await freePort(), log: silent });
+    const user = await startEmbeddedPostgres({ dataDir, log: silent });
+
+    await owner.stop();
+
+    expect(await query(user.url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    await user.stop();
+    expect(await postgresProcessesFor(path.join(dataDir, 'pg'))).toEqual([]);
+  });
+
+  it('never stops a server that another live process started; takes it over once that process is gone', async () => {
+    const dataDir = await newDataDir();
+    const started = await startInChild(dataDir, await freePort());
+
+    const beside = await startEmbeddedPostgres({ dataDir, log: silent });
+    expect(beside).toMatchObject({ reused: true, attached: true, pid: started.pid });
+    await beside.stop();
+    expect(await isRunning(started.pid)).toBe(true);
+    expect(await query(started.url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+
+    await killAndWait(started.child);
+    const next = await startEmbeddedPostgres({ dataDir, log: silent });
+    expect(next).toMatchObject({ reused: true, attached: false, pid: started.pid });
+    await next.stop();
+    expect(await isRunning(started.pid)).toBe(false);
   });
 
   it('after its starter is SIGKILLed, the next start takes over the still-running server with the data intact', async () => {
@@ -258,7 +304,7 @@ describe('embedded PostgreSQL', () => {
     expect(await isRunning(started.pid)).toBe(true);
 
     const next = await startEmbeddedPostgres({ dataDir, log: silent });
-    expect(next).toMatchObject({ reused: true, pid: started.pid, url: started.url });
+    expect(next).toMatchObject({ reused: true, attached: false, pid: started.pid, url: started.url });
     expect(await query(next.url, 'SELECT answer FROM kept')).toEqual([{ answer: 42 }]);
     await next.stop();
     expect(await postgresProcessesFor(pgdata)).toEqual([]);

@@ -8,10 +8,14 @@ export function isUserSetting(name: string): boolean {
   return name.startsWith('STEPD_') && !name.startsWith('STEPD_TEST_') && name !== 'STEPD_NODE_CACHE';
 }
 
-/** The environment for a child process: this process's, without the user's settings, plus `extra` (undefined removes). */
+/**
+ * The environment for a child process: this process's, without the user's settings and without
+ * npm's word that npm runs it (npm_lifecycle_*: `npm test` sets them for the tests, not for what
+ * they start), plus `extra` (undefined removes).
+ */
 export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!isUserSetting(name)) env[name] = value;
+  for (const [name, value] of Object.entries(process.env)) if (!isUserSetting(name) && !name.startsWith('npm_lifecycle_')) env[name] = value;
   for (const [name, value] of Object.entries(extra)) {
     if (value === undefined) delete env[name];
     else env[name] = value;

@@ -113,14 +113,16 @@ export async function stopEmbeddedPostgres(opts: { dataDir: string; log: Logger;
   const pidFile = await readPidFile(clusterDir(dataDir));
   const stopped = pidFile ? await stopPostmaster(dataDir, pidFile.pid, opts) : false;
   if (stopped) await clearOwnership(dataDir);
-  else opts.log.debug({ dataDir }, 'embedded PostgreSQL is not running');
   return stopped;
 }
 
-/** Stops the postmaster `pid` if it still is the one of `dataDir`; false when it is not running. */
+/** Stops the postmaster `pid` if it still is the one of `dataDir` (its command line names the cluster); false when it is not running. */
 async function stopPostmaster(dataDir: string, pid: number, opts: { log: Logger; timeoutMs?: number }): Promise<boolean> {
   const pgdata = clusterDir(dataDir);
-  if ((await readPidFile(pgdata))?.pid !== pid || (await processState(pid)) === 'gone' || !(await isPostmasterFor(pid, pgdata))) return false;
+  if ((await processState(pid)) === 'gone' || !(await isPostmasterFor(pid, pgdata))) {
+    opts.log.info({ dataDir, pid }, 'embedded PostgreSQL had already stopped');
+    return false;
+  }
   try {
     process.kill(pid, 'SIGINT');
   } catch (err) {

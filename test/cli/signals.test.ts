@@ -1,0 +1,122 @@
+/**
+ * What systemd, docker and supervisors do: signal the process they started, which is `npm start`,
+ * `npx stepd start` or the `stepd` launcher rather than the daemon itself. The signal must reach
+ * the daemon, which stops its embedded PostgreSQL, and nothing may be left running. Real
+ * processes, judged by pids; one data directory for the file, so each start after the first also
+ * proves that the previous stop left the cluster intact.
+ */
+import { spawnSync } from 'node:child_process';
+import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stopEmbeddedPostgres } from '../../src/db/embedded.js';
+import { silentLogger } from '../../src/logger.js';
+import { waitFor } from '../helpers/db.js';
+import { tempDirSync } from '../helpers/isolation.js';
+import { isAlive, postmasterPid, processesNaming, ROOT, spawnCli, type CliProcess } from './helpers.js';
+
+const BIN = path.join(ROOT, 'bin', 'stepd.js');
+const NODE22_CACHE = 'stepd-node22';
+
+let folder = '';
+let dataDir = '';
+let emptyConfig = '';
+
+beforeAll(async () => {
+  folder = tempDirSync('stepd-signals-');
+  dataDir = path.join(folder, '.stepd');
+  emptyConfig = path.join(folder, 'empty.config.json');
+  await writeFile(emptyConfig, '{}\n');
+});
+
+afterEach(async () => {
+  await stopEmbeddedPostgres({ dataDir, log: silentLogger() }).catch(() => undefined);
+});
+
+/** A `node` older than 22 on PATH (outside the Node 22 cache), to run bin/stepd.js as its launcher; undefined when there is none. */
+function olderNode(): string | undefined {
+  const PATH = (process.env.PATH ?? '').split(path.delimiter).filter((dir) => !dir.includes(NODE22_CACHE));
+  const found = spawnSync('sh', ['-c', 'command -v node && node -p process.versions.node'], { env: { ...process.env, PATH: PATH.join(path.delimiter) }, encoding: 'utf8' });
+  const [file, version] = found.stdout.trim().split('\n');
+  return found.status === 0 && file && Number(version?.split('.')[0]) < 22 ? file : undefined;
+}
+
+/** Runs `command` (which ends in `start`) on the folder's data directory; resolves once the daemon is ready, with its pid and its postmaster's. */
+async function startDaemon(command: string[], opts: { cwd?: string; executorId: string }) {
+  const proc = spawnCli(['--config', emptyConfig, '--executor-id', opts.executorId, '--poll-interval', '100ms'], {
+    command,
+    cwd: opts.cwd ?? folder,
+    env: { STEPD_DATA_DIR: dataDir, STEPD_LOG_LEVEL: 'info' },
+  });
+  await proc.waitFor(/^stepd: embedded PostgreSQL ready — DATABASE_URL=/m, 'stdout', 120_000);
+  const started = await proc.waitFor(/"pid":(\d+),[^\n]*"msg":"executor started"/, 'stderr');
+  const daemon = Number(started[1]);
+  const postmaster = (await postmasterPid(dataDir))!;
+  expect([await isAlive(daemon), await isAlive(postmaster)]).toEqual([true, true]);
+  return { proc, daemon, postmaster };
+}
+
+/** Sends `signal` to the outer process only and checks that the daemon stopped cleanly behind it. */
+async function signalAndCheck(run: { proc: CliProcess; daemon: number; postmaster: number }, signal: NodeJS.Signals) {
+  run.proc.child.kill(signal);
+  const exit = await run.proc.exited;
+  const gone = (pid: number, what: string) =>
+    waitFor(async () => !(await isAlive(pid)), `${what} ${pid} to exit`).catch((err: Error) => {
+      throw new Error(`${err.message}; stderr:\n${run.proc.stderr}`);
+    });
+  await gone(run.daemon, 'daemon');
+  await gone(run.postmaster, 'postmaster');
+  expect(await processesNaming(dataDir)).toEqual([]);
+  expect(run.proc.stderr).toContain('"msg":"embedded PostgreSQL stopped"');
+  // A clean shutdown: no postmaster.pid left, the cluster in place.
+  expect(await postmasterPid(dataDir)).toBeUndefined();
+  await access(path.join(dataDir, 'pg', 'PG_VERSION'));
+  return exit;
+}
+
+describe('signals reach the daemon through its launchers', () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`npm start: ${signal} to npm stops the daemon and its PostgreSQL`, { timeout: 180_000 }, async () => {
+      const run = await startDaemon(['npm', 'start', '--'], { cwd: ROOT, executorId: `npm-${signal}` });
+      const exit = await signalAndCheck(run, signal);
+      expect(exit.code).toBe(0);
+    });
+
+    it(`node bin/stepd.js start: ${signal} stops the daemon and its PostgreSQL`, { timeout: 180_000 }, async () => {
+      const run = await startDaemon([process.execPath, BIN, 'start'], { executorId: `bin-${signal}` });
+      expect(run.daemon).toBe(run.proc.child.pid);
+      const exit = await signalAndCheck(run, signal);
+      expect(exit.code).toBe(0);
+    });
+  }
+
+  const oldNode = olderNode();
+  describe.runIf(oldNode)('on a node older than 22, bin/stepd.js runs the CLI with Node 22 as its child', () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      it(`forwards ${signal}`, { timeout: 180_000 }, async () => {
+        const run = await startDaemon([oldNode!, BIN, 'start'], { executorId: `old-${signal}` });
+        expect(run.daemon).not.toBe(run.proc.child.pid);
+        const exit = await signalAndCheck(run, signal);
+        expect(exit.code).toBe(0);
+      });
+    }
+
+    it('stops the CLI when the launcher itself is killed (SIGKILL)', { timeout: 180_000 }, async () => {
+      const run = await startDaemon([oldNode!, BIN, 'start'], { executorId: 'old-kill' });
+      const exit = await signalAndCheck(run, 'SIGKILL');
+      expect(exit.signal).toBe('SIGKILL');
+    });
+  });
+
+  it('npx stepd start: SIGTERM to npx stops the daemon behind the shell npm runs it through', { timeout: 180_000 }, async () => {
+    // A project that depends on stepd, as a user's would (npx finds its bin; --no and --offline: never the registry).
+    const project = path.join(folder, 'project');
+    await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
+    await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
+    await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
+    await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+
+    const run = await startDaemon(['npx', '--no', '--offline', 'stepd', 'start'], { cwd: project, executorId: 'npx-SIGTERM' });
+    await signalAndCheck(run, 'SIGTERM');
+  });
+});
