@@ -39,6 +39,8 @@ import type { ExecutorOptions } from './options.js';
 
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
 const TOOLLESS_BATCH = 32;
+/** How long new workflows wait for a free slot before a full executor admits them unclaimed. */
+const ADMIT_WAIT_MS = 100;
 
 export interface ExecutorDeps {
   log: Logger;
@@ -82,6 +84,8 @@ export class Executor {
   private readonly fairness = newFairClaimState();
   /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
   private toollessPending = true;
+  /** Since when new workflows wait for a free slot of this executor (undefined: they don't). */
+  private admitBlockedSince: number | undefined;
   private stopping = false;
   private started = false;
   private wakeResolve: (() => void) | undefined;
@@ -314,13 +318,37 @@ export class Executor {
     }
   }
 
-  /** Admits new workflows: at most what this executor can start soon, and at least one. */
+  /**
+   * Admits new workflows: no more than this executor can start now (half its free slots while
+   * ready steps wait), so a burst spreads over the executors. With every slot busy, new
+   * workflows wait up to ADMIT_WAIT_MS; then a batch is admitted without claiming anything
+   * (their first steps become ready for any executor), so a full executor never keeps a new
+   * workflow `new` for long, and never runs more than it can.
+   */
   private async admit(free: number): Promise<number> {
+    let limit: number;
+    let slots: number;
+    if (free > 0) {
+      slots = this.backlog ? Math.ceil(free / 2) : free;
+      limit = Math.min(this.opts.admitBatch, slots);
+    } else {
+      this.admitBlockedSince ??= Date.now();
+      const waited = Date.now() - this.admitBlockedSince;
+      if (waited < ADMIT_WAIT_MS) {
+        this.wakeIn(ADMIT_WAIT_MS - waited);
+        return 0;
+      }
+      slots = 0;
+      limit = this.opts.admitBatch;
+    }
+    this.admitBlockedSince = undefined;
     this.admitPending = false;
-    const share = this.backlog ? Math.ceil(free / 2) : free;
-    const limit = Math.min(this.opts.admitBatch, Math.max(1, share));
-    const r = await this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), share);
-    if (r.readyNow) this.moreReady = true;
+    const r = await this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), slots);
+    if (r.readyNow) {
+      this.moreReady = true;
+      // First steps left ready: let finishing steps free slots for the claims (claimOnCreate).
+      this.backlog = true;
+    }
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
     if (r.admitted >= limit) this.admitPending = true;
     return r.admitted;
