@@ -26,10 +26,12 @@ import {
   endWorkflowCancellingLiveSteps,
   extendLeasesIfRunning,
   lockClaimCandidates,
+  lockClaimCandidatesFairly,
   lockClaimLimits,
   lockWorkflows,
   notifyEvents,
   peekReadySteps,
+  type ClaimCandidate,
   type ClaimedStep,
   type Queryable,
 } from '../db/queries.js';
@@ -152,7 +154,7 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
 }
 
 /** Whether one workflow holds more than half of a claimed batch (of at least two rows). */
-function dominated(rows: ClaimedStep[]): boolean {
+function dominated(rows: { workflow_id: string }[]): boolean {
   if (rows.length < 2) return false;
   const counts = new Map<string, number>();
   for (const r of rows) {
@@ -185,11 +187,8 @@ async function claimWithinLimits(
       const tally = limits.tally();
       for (const r of await countRunningToolSteps(client)) tally.add(r.tool, r.created_by, r.n);
       const saturated = tally.saturated();
-      const candidates = await lockClaimCandidates(client, {
-        limit: free,
-        skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike),
-        skipUsers: saturated.users,
-      });
+      const skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
+      const candidates = await lockCandidates(client, deps.fairness, free, skip, isolate);
       // Steps held back by a limit wait for a slot of their tool or user to free up.
       moreReady = candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
       chosen = candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null);
@@ -217,6 +216,28 @@ async function claimWithinLimits(
     }
     return { rows, moreReady, poisoned, tried: chosen.length };
   });
+}
+
+/**
+ * The candidates of a limited claim: the oldest ready steps, or after a batch one workflow
+ * dominated, a fair share of each workflow visited round-robin (as claimFast does).
+ */
+async function lockCandidates(
+  client: Queryable,
+  fair: FairClaimState,
+  free: number,
+  skip: { skipToolsLike: string[]; skipUsers: string[] },
+  isolate: boolean,
+): Promise<ClaimCandidate[]> {
+  if (!fair.next || isolate) {
+    const candidates = await lockClaimCandidates(client, { limit: free, ...skip });
+    if (!isolate) fair.next = candidates.length >= free && dominated(candidates);
+    return candidates;
+  }
+  fair.next = false;
+  const f = await lockClaimCandidatesFairly(client, { limit: free, after: fair.cursor, workflows: free, ...skip });
+  fair.cursor = f.visited >= free && f.lastVisited !== null ? f.lastVisited : '0';
+  return f.candidates;
 }
 
 /** Fails the workflow of a step that cannot be claimed, cancelling its live steps. Returns those that were running. */

@@ -4,6 +4,8 @@
  * finished between the small one's insert and its completion.
  */
 import { describe, expect, it } from 'vitest';
+import type { LimitsConfig } from '../../src/configFile.js';
+import { createLimitPolicy } from '../../src/tools/limits.js';
 import { createTestSchema, getWorkflow, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 const ITEMS = 2000;
@@ -27,12 +29,13 @@ async function itemsDone(t: TestSchema, workflowId: string): Promise<number> {
 }
 
 describe('fairness', () => {
-  it.each([
-    ['a thousand items ready at once', 1000],
-    ['items ready a window at a time', 100],
-  ])('completes a new one-step workflow while a forEach of thousands runs (%s)', async (_label, concurrency) => {
+  it.each<[string, number, LimitsConfig | undefined]>([
+    ['a thousand items ready at once', 1000, undefined],
+    ['items ready a window at a time', 100, undefined],
+    ['a thousand items ready at once, claims under limits', 1000, { defaultUser: 1000 }],
+  ])('completes a new one-step workflow while a forEach of thousands runs (%s)', async (_label, concurrency, limits) => {
     const t = await createTestSchema();
-    await startExecutor(t, { concurrency: 16 });
+    await startExecutor(t, { concurrency: 16, ...(limits ? { limits: createLimitPolicy(limits) } : {}) });
     const big = await insertWorkflow(t, bigFlow(concurrency), { items: Array.from({ length: ITEMS }, (_, i) => i) }, { user: 'bulk' });
     // The big one is running and has a backlog of ready items.
     await waitFor(async () => (await itemsDone(t, big)) >= 50, 'the big workflow to be under way');

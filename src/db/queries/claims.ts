@@ -262,8 +262,8 @@ export async function findExpiredGates(db: Queryable, limit: number): Promise<{ 
 export async function lockClaimCandidates(
   db: Queryable,
   opts: { limit: number; skipToolsLike: string[]; skipUsers: string[] },
-): Promise<{ id: string; workflow_id: string; name: string; tool: string | null; created_by: string | null }[]> {
-  const { rows } = await db.query<{ id: string; workflow_id: string; name: string; tool: string | null; created_by: string | null }>({
+): Promise<ClaimCandidate[]> {
+  const { rows } = await db.query<ClaimCandidate>({
     name: 'stepd_lock_claim_candidates',
     text: `SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
              FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
@@ -275,6 +275,58 @@ export async function lockClaimCandidates(
     values: [opts.limit, opts.skipToolsLike, opts.skipUsers],
   });
   return rows;
+}
+
+/** A candidate of a limited claim: locked by this transaction, claimed only if the limits have room. */
+export interface ClaimCandidate {
+  id: string;
+  workflow_id: string;
+  name: string;
+  tool: string | null;
+  created_by: string | null;
+}
+
+/**
+ * lockClaimCandidates, fairly: the candidates come from up to `workflows` workflows visited
+ * round-robin after `after` (as in claimReadyStepsFairly), an equal share each, skipping
+ * saturated tools and users like the plain one.
+ */
+export async function lockClaimCandidatesFairly(
+  db: Queryable,
+  opts: { limit: number; after: string; workflows: number; skipToolsLike: string[]; skipUsers: string[] },
+): Promise<{ candidates: ClaimCandidate[]; lastVisited: string | null; visited: number }> {
+  const { rows } = await db.query<ClaimCandidate & { last_visited: string | null; visited: number }>({
+    name: 'stepd_lock_claim_candidates_fairly',
+    text: `WITH RECURSIVE wf(id, n) AS (
+             (SELECT workflow_id, 1 FROM workflow_steps
+               WHERE status = 'ready' AND ready_at <= now() AND workflow_id > $2 ORDER BY workflow_id LIMIT 1)
+             UNION ALL
+             SELECT (SELECT s.workflow_id FROM workflow_steps s
+                      WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id > wf.id ORDER BY s.workflow_id LIMIT 1), wf.n + 1
+               FROM wf WHERE wf.id IS NOT NULL AND wf.n < $3),
+           visited AS (SELECT id FROM wf WHERE id IS NOT NULL),
+           picked AS (
+             SELECT p.id, p.workflow_id, p.name, p.tool, w.created_by, p.ready_at
+               FROM visited v
+               JOIN workflows w ON w.id = v.id
+                AND (cardinality($5::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($5::text[])))
+               CROSS JOIN LATERAL (
+                      SELECT s.id, s.workflow_id, s.name, s.tool, s.ready_at FROM workflow_steps s
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id
+                         AND (cardinality($4::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($4::text[])))
+                       ORDER BY s.ready_at, s.id
+                       LIMIT greatest(1, ceil($1::numeric / (SELECT count(*) FROM visited)))::int
+                         FOR UPDATE OF s SKIP LOCKED) p
+              ORDER BY p.ready_at, p.id LIMIT $1)
+           SELECT p.id, p.workflow_id, p.name, p.tool, p.created_by, v.last_visited, v.visited
+             FROM (SELECT max(id)::text AS last_visited, count(*)::int AS visited FROM visited) v
+             LEFT JOIN picked p ON true
+            ORDER BY p.ready_at, p.id`,
+    values: [opts.limit, opts.after, opts.workflows, opts.skipToolsLike, opts.skipUsers],
+  });
+  const first = rows[0];
+  const candidates = rows.filter((r) => r.id !== null).map(({ last_visited: _l, visited: _v, ...c }) => c);
+  return { candidates, lastVisited: first?.last_visited ?? null, visited: first?.visited ?? 0 };
 }
 
 /** Claims steps this transaction has locked as candidates. */
