@@ -85,7 +85,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
              UNION ALL
              SELECT 2, i.id, jsonb_strip_nulls(jsonb_build_object(
                       'type', 'step.started', 'schema', $20::text, 'workflowId', i.workflow_id::text,
-                      'stepId', i.id::text, 'step', i.name, 'attempt', i.attempt, 'itemIndex', i.item_index,
+                      'stepId', i.id::text, 'step', left(i.name, 200), 'attempt', i.attempt, 'itemIndex', i.item_index,
                       'at', now()))::text
                FROM ins i WHERE i.status = 'running' AND $20::text IS NOT NULL),
            sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($18, payload) FROM events ORDER BY grp, ord) x)
