@@ -147,8 +147,14 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
   fair.cursor = f.visited >= free && f.lastVisited !== null ? f.lastVisited : '0';
   const rows = f.rows;
   if (rows.length < free && f.visited > 0) {
-    // Workflows with fewer ready steps than their share: fill the batch with the oldest.
-    rows.push(...(await claimReadySteps(deps.pool, { ...base, limit: free - rows.length })));
+    // Workflows with fewer ready steps than their share: fill the batch with the oldest. If that
+    // fails on a row, the rows already claimed still run; the next claim isolates the row.
+    try {
+      rows.push(...(await claimReadySteps(deps.pool, { ...base, limit: free - rows.length })));
+    } catch (err) {
+      if (!isRowSpecificPgError(err)) throw err;
+      return { rows, moreReady: true };
+    }
   }
   return { rows, moreReady: rows.length >= free || (f.visited === 0 && after !== '0') };
 }
