@@ -84,17 +84,25 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         await embedded?.stop().catch((e: unknown) => log.error({ err: e }, 'could not stop the embedded PostgreSQL'));
         throw isConnectionError(err) ? new CliError(`cannot reach the database at ${redactUrl(url)}: ${(err as Error).message}`, EXIT.unreachable) : toCliError(err);
       }
-      if (embedded) out(`stepd: embedded PostgreSQL ready — DATABASE_URL=${embedded.url}`);
-      else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
       const running = executor;
-      await waitForStop(async () => {
-        try {
-          await running.stop();
-          await toolbox.registry.close();
-        } finally {
-          await embedded?.stop();
-        }
-      }, log);
+      // Ready is announced once the signal handlers are in place: a supervisor that signals as
+      // soon as it reads the line must get a clean stop, not the default death by signal.
+      const announceReady = () => {
+        if (embedded) out(`stepd: embedded PostgreSQL ready — DATABASE_URL=${embedded.url}`);
+        else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
+      };
+      await waitForStop(
+        async () => {
+          try {
+            await running.stop();
+            await toolbox.registry.close();
+          } finally {
+            await embedded?.stop();
+          }
+        },
+        log,
+        announceReady,
+      );
     });
 }
 
@@ -107,8 +115,12 @@ async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPost
   }
 }
 
-/** First signal: graceful stop; second: exit at once. */
-export function waitForStop(stop: () => Promise<void>, log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void }): Promise<void> {
+/** First signal: graceful stop; second: exit at once. `listening` runs once the handlers are installed. */
+export function waitForStop(
+  stop: () => Promise<void>,
+  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void },
+  listening: () => void = () => undefined,
+): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals) => {
@@ -129,5 +141,6 @@ export function waitForStop(stop: () => Promise<void>, log: { info: (o: object, 
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    listening();
   });
 }

@@ -90,6 +90,19 @@ describe('signals reach the daemon through its launchers', () => {
     });
   }
 
+  it('a signal sent the moment the ready line appears still gets a clean stop', { timeout: 180_000 }, async () => {
+    for (let i = 0; i < 5; i++) {
+      const proc = spawnCli(['start', '--config', emptyConfig, '--executor-id', `eager-${i}`], { env: { STEPD_DATA_DIR: dataDir } });
+      proc.child.stdout!.on('data', (chunk: Buffer) => {
+        if (chunk.toString('utf8').includes('DATABASE_URL=')) proc.child.kill('SIGTERM');
+      });
+      const exit = await proc.exited;
+      expect({ i, code: exit.code, signal: exit.signal }).toEqual({ i, code: 0, signal: null });
+      expect(await postmasterPid(dataDir)).toBeUndefined();
+    }
+    expect(await processesNaming(dataDir)).toEqual([]);
+  });
+
   const oldNode = olderNode();
   describe.runIf(oldNode)('on a node older than 22, bin/stepd.js runs the CLI with Node 22 as its child', () => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
