@@ -5,8 +5,7 @@
  * in-process tests do, and that the process keeps running through every attack.
  * Needs dist/ (`sh scripts/node22.sh npx tsc -p tsconfig.json`).
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { spawnStepd, waitForLog } from '../tools/stepdProcess.js';
@@ -29,6 +28,7 @@ import {
   waitForStep,
   waitForWorkflow,
 } from './helpers.js';
+import { tempDirSync } from '../helpers/isolation.js';
 
 const GATE_FLOW = { start: 'approve', steps: { approve: { approval: true, next: 'done' }, done: { tool: 'core.echo', args: { ok: true }, done: true, output: '{{result}}' } } };
 
@@ -37,7 +37,7 @@ describe('the stepd daemon under attack', () => {
     const t = await createSecuredSchema();
     const client = await createClientRole(t);
     const server = await startLocalServer();
-    const dir = mkdtempSync(path.join(tmpdir(), 'stepd-security-'));
+    const dir = tempDirSync('stepd-security-');
     const configPath = path.join(dir, 'stepd.config.json');
     writeFileSync(
       configPath,
@@ -91,7 +91,7 @@ describe('the stepd daemon under attack', () => {
     const t = await createSecuredSchema();
     const client = await createClientRole(t);
     const executor = await createLoginRole(t, schemaRoles(t.schema).executor, `exe_${randomBytes(5).toString('hex')}`);
-    const dir = mkdtempSync(path.join(tmpdir(), 'stepd-security-'));
+    const dir = tempDirSync('stepd-security-');
     const daemon = spawnStepd(['start', '--database-url', executor.url, '--schema', t.schema, '--poll-interval', '50ms', '--executor-id', 'member-daemon'], { cwd: dir });
     onCleanup(async () => void (await daemon.stop()));
     await waitForLog(daemon, 'executor started');
@@ -123,7 +123,7 @@ describe('the stepd daemon under attack', () => {
     const t = await createSecuredSchema();
     const client = await createClientRole(t);
     const id = await insertWorkflow(t, GATE_FLOW, {}, { user: 'victim' });
-    const dir = mkdtempSync(path.join(tmpdir(), 'stepd-security-'));
+    const dir = tempDirSync('stepd-security-');
     const rogue = spawnStepd(['start', '--database-url', client.url, '--schema', t.schema, '--poll-interval', '50ms', '--executor-id', 'rogue'], { cwd: dir });
     onCleanup(async () => void (await rogue.stop()));
     // It either refuses to start or keeps failing its writes; either way it is told no.
