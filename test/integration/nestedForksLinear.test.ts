@@ -234,7 +234,8 @@ describe('one heavy or blocked workflow among the outcomes', () => {
     try {
       await holder.query('BEGIN');
       await holder.query(`SELECT 1 FROM ${t.schema}.workflows WHERE id = $1 FOR UPDATE`, [heavy]);
-      const { rows: [{ pid }] } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const pid = rows[0]!.pid;
       tools.release(heavy);
       await waitFor(
         async () => (await t.q(`SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, [pid])).length > 0,
