@@ -19,6 +19,8 @@ export interface StartFlags {
   watchdogInterval?: string;
   leaseGrace?: string;
   shutdownGrace?: string;
+  heartbeatInterval?: string;
+  deadAfter?: string;
   events?: boolean;
 }
 
@@ -39,6 +41,14 @@ const settings = z.object({
   watchdogIntervalMs: durationValue.pipe(z.number().min(10, 'at least 10ms')),
   leaseGraceMs: durationValue.pipe(z.number().min(0)),
   shutdownGraceMs: durationValue.pipe(z.number().min(0)),
+  heartbeatIntervalMs: durationValue.pipe(z.number().min(10, 'at least 10ms').max(3_600_000, 'at most 1h')),
+  deadAfterMs: durationValue.pipe(z.number().min(20, 'at least 20ms').max(86_400_000, 'at most 24h')),
+});
+
+/** An executor beating every `heartbeatIntervalMs` must not be presumed dead between two beats. */
+const liveness = settings.refine((s) => s.deadAfterMs >= 2 * s.heartbeatIntervalMs, {
+  path: ['deadAfterMs'],
+  message: 'must be at least twice the heartbeat interval',
 });
 
 /** Resolves the database URL: --database-url, else DATABASE_URL; undefined means embedded. */
@@ -68,8 +78,10 @@ export function executorOptionsFrom(
     watchdogIntervalMs: flags.watchdogInterval ?? env.STEPD_WATCHDOG_INTERVAL ?? `${d.watchdogIntervalMs}ms`,
     leaseGraceMs: flags.leaseGrace ?? env.STEPD_LEASE_GRACE ?? `${d.leaseGraceMs}ms`,
     shutdownGraceMs: flags.shutdownGrace ?? env.STEPD_SHUTDOWN_GRACE ?? `${d.shutdownGraceMs}ms`,
+    heartbeatIntervalMs: flags.heartbeatInterval ?? env.STEPD_HEARTBEAT_INTERVAL ?? `${d.heartbeatIntervalMs}ms`,
+    deadAfterMs: flags.deadAfter ?? env.STEPD_DEAD_AFTER ?? `${d.deadAfterMs}ms`,
   };
-  const parsed = settings.safeParse(raw);
+  const parsed = liveness.safeParse(raw);
   if (!parsed.success) {
     throw new ConfigError(
       'invalid settings',

@@ -2,6 +2,11 @@
  * PostgreSQL connections. Executor connections carry `stepd.executor=on` (so the guard
  * trigger lets their writes through and the wake-up trigger stays quiet) and a search_path
  * of the stepd schema; client connections (CLI, other services) carry neither.
+ *
+ * A lost connection never kills the process: `pg` emits 'error' on a client whose connection
+ * dies (idle in the pool, checked out, or dedicated), and an 'error' event without a listener
+ * throws. Every client made here has a listener for its whole life; the work in flight on it
+ * fails with a ConnectionLostError (retryable), and the pool replaces the client.
  */
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
@@ -17,6 +22,34 @@ export function assertSchemaName(schema: string): string {
   return schema;
 }
 
+/** SQLSTATE classes and socket errors that mean the connection (or the server) went away. */
+const CONNECTION_CODES = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+const CONNECTION_MESSAGES = /Connection terminated|connection timeout|not queryable|Client was closed|terminating connection|the database system is (starting up|shutting down|in recovery mode)/i;
+
+/** Whether `err` means the database could not be reached or the connection was lost (not a bad statement). */
+export function isConnectionError(err: unknown): boolean {
+  if (err instanceof ConnectionLostError) return true;
+  if (err instanceof AggregateError && err.errors.some(isConnectionError)) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'))) return true;
+  return err instanceof Error && CONNECTION_MESSAGES.test(err.message);
+}
+
+/**
+ * The connection under a statement or transaction was lost. Retryable: nothing of an
+ * uncommitted transaction was kept; a COMMIT whose answer was lost may or may not have been
+ * applied, so whatever is retried must be fenced by the state it expects (it is).
+ * `code` is SQLSTATE 08006 (connection_failure) so generic retry checks recognise it.
+ */
+export class ConnectionLostError extends Error {
+  readonly code = '08006';
+  readonly retryable = true;
+  constructor(cause: unknown) {
+    super(`lost the connection to PostgreSQL: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'ConnectionLostError';
+  }
+}
+
 export interface PoolOptions {
   url: string;
   schema: string;
@@ -26,6 +59,8 @@ export interface PoolOptions {
   applicationName?: string;
   /** false: silence the events the database itself announces (SET stepd.events = off). */
   events?: boolean;
+  /** Told of connection errors of the pool's clients (default: ignored; the work in flight fails on its own). */
+  onConnectionError?: (err: Error) => void;
 }
 
 function connectionOptions(opts: PoolOptions): string {
@@ -44,20 +79,26 @@ export function createPool(opts: PoolOptions): pg.Pool {
     application_name: opts.applicationName ?? `stepd-${opts.role}`,
     connectionTimeoutMillis: 10_000,
   });
-  // An idle client that loses its connection must not crash the process; the next query reconnects.
-  pool.on('error', () => {});
+  const onError = opts.onConnectionError ?? (() => {});
+  // An idle client that loses its connection is dropped by the pool (which then emits 'error');
+  // a checked-out one emits 'error' itself: both must have a listener or the process exits.
+  pool.on('error', (err) => onError(err));
+  pool.on('connect', (client) => client.on('error', (err) => onError(err)));
   return pool;
 }
 
 /** A dedicated connection (LISTEN, session advisory locks), with the same settings as the pool. */
 export function createClient(opts: PoolOptions): pg.Client {
   assertSchemaName(opts.schema);
-  return new pg.Client({
+  const client = new pg.Client({
     connectionString: opts.url,
     options: connectionOptions(opts),
     application_name: opts.applicationName ?? `stepd-${opts.role}-listener`,
     connectionTimeoutMillis: 10_000,
   });
+  // The owner adds its own listener to notice the loss; this one keeps a late error harmless.
+  client.on('error', (err) => opts.onConnectionError?.(err));
+  return client;
 }
 
 /** Kysely over a pool, for typed read-side queries. */
@@ -65,18 +106,34 @@ export function createKysely(pool: pg.Pool): Kysely<Database> {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** Runs `fn` in a transaction on a pooled connection; rolls back on error. */
+/**
+ * Runs `fn` in a transaction on a pooled connection; rolls back on error. If the connection is
+ * lost meanwhile, it fails with a ConnectionLostError and the broken client leaves the pool.
+ */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw isConnectionError(err) ? new ConnectionLostError(err) : err;
+  }
+  let lost: Error | undefined;
+  const onError = (err: Error) => (lost ??= err);
+  client.on('error', onError);
+  let failure: unknown;
   try {
     await client.query('BEGIN');
     const out = await fn(client);
     await client.query('COMMIT');
     return out;
   } catch (err) {
+    failure = err;
+    if (lost || isConnectionError(err)) throw new ConnectionLostError(lost ?? err);
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    // A client whose connection failed is discarded rather than handed to the next caller.
+    client.release(lost ?? (failure !== undefined && isConnectionError(failure) ? (failure as Error) : undefined));
   }
 }

@@ -8,3 +8,4 @@ export * from './queries/claims.js';
 export * from './queries/steps.js';
 export * from './queries/fanouts.js';
 export * from './queries/signals.js';
+export * from './queries/executors.js';

@@ -2,11 +2,14 @@
  * The executor's dedicated connection: LISTENs for wake-ups (external inserts, readied
  * gates, cancellations) and holds the session advisory locks — this executor's identity and,
  * when it has it, watchdog leadership. Reconnects with backoff; the poll loop covers the gap.
+ * Session locks die with the connection: after a reconnect the identity lock is taken again and
+ * leadership is lost until the next sweep wins it back (possibly another executor does).
  */
 import type pg from 'pg';
 import { createClient, type PoolOptions } from '../db/connect.js';
 import { tryAdvisoryLock } from '../db/queries.js';
 import type { Logger } from '../logger.js';
+import { backoffMs, type DatabaseOutage } from './dbOutage.js';
 
 export const WAKEUP_CHANNEL = 'stepd_wakeup';
 
@@ -38,6 +41,8 @@ export class Listener {
       schema: string;
       executorId: string;
       log: Logger;
+      /** Where a lost connection is reported (logged once per outage). */
+      outage?: DatabaseOutage;
       onWakeup: (p: WakeupPayload) => void;
       onReconnect: () => void;
     },
@@ -88,33 +93,52 @@ export class Listener {
   private onLost(client: pg.Client, err: Error): void {
     if (this.client !== client || this.closed) return;
     this.client = undefined;
+    const wasLeader = this.leader;
     this.leader = false;
-    this.opts.log.warn({ err }, 'listener connection lost; reconnecting');
+    if (!this.opts.outage?.failed(err, 'listener')) this.opts.log.warn({ err }, 'listener connection lost; reconnecting');
+    if (wasLeader) this.opts.log.info({}, 'watchdog leadership lost with the connection');
+    client.end().catch(() => {});
     this.scheduleReconnect();
   }
 
   private scheduleReconnect(): void {
     if (this.closed || this.reconnectTimer) return;
-    const delay = Math.min(30_000, 200 * 2 ** this.failures++);
+    const delay = backoffMs(++this.failures);
     this.reconnectTimer = setTimeout(async () => {
       this.reconnectTimer = undefined;
       try {
         await this.connect(false);
-        this.opts.log.info({}, 'listener reconnected');
+        if (this.closed) {
+          await this.close();
+          return;
+        }
+        this.opts.log.info({}, 'listener reconnected; listening again');
+        this.opts.outage?.succeeded();
         this.opts.onReconnect();
       } catch (err) {
-        this.opts.log.warn({ err }, 'listener reconnect failed');
+        if (!this.opts.outage?.failed(err, 'listener')) this.opts.log.warn({ err }, 'listener reconnect failed');
         this.scheduleReconnect();
       }
     }, delay);
   }
 
-  /** Tries to become (or confirms being) the watchdog leader. */
+  /**
+   * Tries to become (or confirms being) the watchdog leader. A leader checks that its session —
+   * and with it the lock — is still there; a dead one is noticed here rather than by the next
+   * notification that never comes.
+   */
   async ensureLeader(): Promise<boolean> {
-    if (this.leader) return true;
-    if (!this.client) return false;
-    this.leader = await tryAdvisoryLock(this.client, `stepd.watchdog:${this.opts.schema}`);
-    return this.leader;
+    const client = this.client;
+    if (!client) return false;
+    if (this.leader) {
+      await client.query('SELECT 1');
+      return this.client === client && this.leader;
+    }
+    const won = await tryAdvisoryLock(client, `stepd.watchdog:${this.opts.schema}`);
+    if (this.client !== client) return false;
+    if (won) this.opts.log.info({ executorId: this.opts.executorId }, 'this executor leads the watchdog');
+    this.leader = won;
+    return won;
   }
 
   async close(): Promise<void> {

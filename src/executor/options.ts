@@ -17,6 +17,10 @@ export interface ExecutorOptions {
   admitBatch: number;
   emitEvents: boolean;
   poolSize?: number;
+  /** How often this executor marks itself alive in the `executors` table. */
+  heartbeatIntervalMs: number;
+  /** Without a beat for this long, an executor counts as dead and its running steps are rescued. */
+  deadAfterMs: number;
 }
 
 export const DEFAULT_EXECUTOR_OPTIONS = {
@@ -27,4 +31,6 @@ export const DEFAULT_EXECUTOR_OPTIONS = {
   shutdownGraceMs: 30_000,
   admitBatch: 100,
   emitEvents: true,
+  heartbeatIntervalMs: 2_000,
+  deadAfterMs: 15_000,
 } as const;

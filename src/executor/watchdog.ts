@@ -1,9 +1,20 @@
 /**
  * One sweep of the watchdog. Leader-only duties (under an advisory lock, so one executor
- * does them): steps whose lease ran out fail with `lost` (retryable); gates past their
+ * does them): the running steps of executors that stopped heartbeating fail with `lost`
+ * (retryable) whatever their lease; steps whose lease ran out likewise; gates past their
  * deadline apply `onTimeout`; workflows past their timeout fail with `deadline`.
+ *
+ * Every rescue is fenced: a dead executor's step is finished only while it is still `running`
+ * under that executor's id, so an executor that was merely slow and comes back cannot record
+ * its late outcome, and finds out that its steps were taken (findStepsNoLongerRunning).
  */
-import { findExpiredGates, findExpiredLeases, findOverdueWorkflows } from '../db/queries.js';
+import {
+  findExpiredGates,
+  findExpiredLeases,
+  findOverdueWorkflows,
+  findStepsOfDeadExecutors,
+  forgetDeadExecutorsWithoutSteps,
+} from '../db/queries.js';
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
@@ -20,17 +31,40 @@ export interface WatchdogDeps {
 
 export interface SweepReport {
   leader: boolean;
+  /** Steps of executors that stopped heartbeating, rescued. */
+  orphaned: number;
   lost: number;
   gatesExpired: number;
   overdue: number;
 }
 
 export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> {
-  const report: SweepReport = { leader: false, lost: 0, gatesExpired: 0, overdue: 0 };
+  const report: SweepReport = { leader: false, orphaned: 0, lost: 0, gatesExpired: 0, overdue: 0 };
   if (!(await deps.isLeader())) return report;
   report.leader = true;
   const batch = deps.batch ?? 100;
   const { pool } = deps.tx;
+
+  for (const row of await findStepsOfDeadExecutors(pool, deps.tx.executorId, batch)) {
+    const outcome: Outcome = {
+      status: 'failed',
+      error: {
+        code: 'lost',
+        message: `executor "${row.executor_id}" stopped heartbeating while this step was running`,
+        retryable: true,
+        details: { executorId: row.executor_id, silentMs: row.silent_ms },
+      },
+    };
+    // Fenced on the dead executor's id: finished only if still running under it.
+    const r = await finishStep({ ...deps.tx, executorId: row.executor_id }, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    if (r.recorded.has(row.id)) {
+      report.orphaned++;
+      deps.log.warn({ workflowId: row.workflow_id, stepId: row.id, executorId: row.executor_id, silentMs: row.silent_ms }, 'executor stopped heartbeating; rescued its step');
+    }
+    deps.onResult(r);
+  }
+  const forgotten = await forgetDeadExecutorsWithoutSteps(pool, deps.tx.executorId);
+  if (forgotten.length > 0) deps.log.info({ executorIds: forgotten }, 'forgot executors that stopped heartbeating');
 
   for (const row of await findExpiredLeases(pool, batch)) {
     const outcome: Outcome = {
