@@ -60,14 +60,16 @@ describe('executor heartbeats', () => {
 
   it('fences off an executor presumed dead that comes back: its late outcome is not recorded and it aborts the step', async () => {
     const t = await createTestSchema();
-    // hb-b starts first, so it leads the watchdog while hb-a is frozen.
-    await startExecutor(t, { executorId: 'hb-b', heartbeatIntervalMs: 100, deadAfterMs: 1_000 });
     const a = await spawnExecutor(t, { executorId: 'hb-a', extraArgs: FAST_BEATS });
     const id = await insertWorkflow(t, LONG);
     await waitFor(async () => (await attempts(t, id))[0]?.executor_id === 'hb-a', 'the step to run on hb-a');
     const stepId = (await attempts(t, id))[0]!.id;
+    await startExecutor(t, { executorId: 'hb-b', heartbeatIntervalMs: 100, deadAfterMs: 1_000 });
 
+    // hb-a freezes, and its session (with the watchdog leadership) is dropped, as a network
+    // partition would: hb-b becomes the leader.
     a.signal('SIGSTOP');
+    await t.q(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stepd-executor:hb-a'`);
     await waitFor(async () => (await attempts(t, id))[1]?.status === 'running', 'the step to be rescued while hb-a is frozen');
     await waitFor(async () => !(await executorIds(t)).includes('hb-a'), 'hb-a to be forgotten');
     a.signal('SIGCONT');

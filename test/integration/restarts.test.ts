@@ -4,7 +4,6 @@
  * was away and writes them when it returns, and every workflow completes with no step done twice.
  */
 import { Writable } from 'node:stream';
-import { appendFileSync } from 'node:fs';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreTools } from '../../src/tools/builtins.js';
@@ -43,7 +42,6 @@ function capturingLogger() {
   const stream = new Writable({
     write(chunk: Buffer, _enc, cb) {
       for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      if (process.env.DBG_LOG) appendFileSync(process.env.DBG_LOG, chunk);
       cb();
     },
   });
@@ -143,8 +141,9 @@ describe('PostgreSQL restarts', () => {
     latch.open();
     await waitFor(() => latch.returned() === held.length, 'the held steps to return');
     // The outcomes wait while the database is down: the executor retries them, it does not drop them.
+    // A few seconds: six retries with backoff doubling from 100 ms.
     await waitFor(
-      () => lines.filter((l) => l.msg === 'outcomes not recorded yet: database unreachable; retrying').length >= 4,
+      () => lines.filter((l) => l.msg === 'outcomes not recorded yet: database unreachable; retrying').length >= 6,
       'the outcomes to be retried during the outage',
     );
     expect(executor.pendingOutcomes).toBe(held.length);
@@ -156,6 +155,15 @@ describe('PostgreSQL restarts', () => {
     expect(holds).toEqual(held.map(() => ({ status: 'done', attempt: 1 })));
     expect(lines.filter((l) => l.msg === 'database unreachable')).toHaveLength(1);
     expect(lines.filter((l) => l.msg === 'database reachable again')).toHaveLength(1);
+    // LISTEN is back, and the listener's session holds its identity lock and the leadership again.
+    await waitFor(() => lines.some((l) => l.msg === 'listener reconnected; listening again'), 'the listener to reconnect');
+    await waitFor(async () => {
+      const [row] = await t.q<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE l.locktype = 'advisory' AND a.application_name = 'stepd-executor:outage'`,
+      );
+      return row!.n === 2;
+    }, 'the identity and leader locks to be held again');
   });
 
   it('a daemon process stays alive through an immediate restart while transactions are running', async () => {
