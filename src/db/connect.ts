@@ -78,6 +78,8 @@ export function createPool(opts: PoolOptions): pg.Pool {
     options: connectionOptions(opts),
     application_name: opts.applicationName ?? `stepd-${opts.role}`,
     connectionTimeoutMillis: 10_000,
+    // TCP keepalive: a connection to a host that vanished (no RST) is noticed, not waited on forever.
+    keepAlive: true,
   });
   const onError = opts.onConnectionError ?? (() => {});
   // An idle client that loses its connection is dropped by the pool (which then emits 'error');
@@ -95,6 +97,8 @@ export function createClient(opts: PoolOptions): pg.Client {
     options: connectionOptions(opts),
     application_name: opts.applicationName ?? `stepd-${opts.role}-listener`,
     connectionTimeoutMillis: 10_000,
+    // TCP keepalive: a connection to a host that vanished (no RST) is noticed, not waited on forever.
+    keepAlive: true,
   });
   // The owner adds its own listener to notice the loss; this one keeps a late error harmless.
   client.on('error', (err) => opts.onConnectionError?.(err));
