@@ -56,7 +56,7 @@ const CHAIN = {
 };
 const LATCHED = { start: 'hold', steps: { hold: { tool: 'latch.wait', next: 'after' }, after: { tool: 'core.echo', args: { x: 1 } } } };
 
-async function startInProcess(t: TestSchema, tools: ToolProvider[], executorId: string) {
+async function startInProcess(t: TestSchema, tools: ToolProvider[], executorId: string, beats: { heartbeatIntervalMs?: number; deadAfterMs?: number } = {}) {
   const { log, lines } = capturingLogger();
   const executor = new Executor(
     {
@@ -68,6 +68,7 @@ async function startInProcess(t: TestSchema, tools: ToolProvider[], executorId: 
       pollIntervalMs: 50,
       watchdogIntervalMs: 100,
       shutdownGraceMs: 2_000,
+      ...beats,
     },
     { log, tools: new ToolRegistry([new CoreTools(), ...tools]) },
   );
@@ -164,6 +165,30 @@ describe('PostgreSQL restarts', () => {
       );
       return row!.n === 2;
     }, 'the identity and leader locks to be held again');
+  });
+
+  it('rescues no live executor after a restart, though every beat is older than dead-after', async () => {
+    const t = await createClusterSchema(cluster);
+    const latch = latchTool();
+    const beats = { heartbeatIntervalMs: 100, deadAfterMs: 500 };
+    const { lines } = await startInProcess(t, [latch.tool], 'beats-a', beats);
+    await startInProcess(t, [latch.tool], 'beats-b', beats);
+    const held = await Promise.all(Array.from({ length: 6 }, () => insertWorkflow(t, LATCHED)));
+    await waitFor(() => latch.calls.size === held.length, 'every held step to be running');
+    await cluster.stop('immediate');
+    // Down for longer than dead-after (six missed beats of 100 ms > 500 ms): every executor's
+    // last beat is stale when the server is back.
+    await waitFor(
+      () => lines.filter((l) => l.msg === 'database still unreachable' && l.where === 'heartbeat').length >= 6,
+      'six missed beats',
+    );
+    await cluster.start();
+    latch.open();
+    await waitFor(() => allTerminal(t, held), 'the held workflows to finish', 60_000);
+    await expectAllCompletedOnce(t, held);
+    const lost = await t.q(`SELECT id FROM stepd.workflow_steps WHERE error->>'code' = 'lost'`);
+    expect(lost).toEqual([]);
+    expect([...latch.calls.values()].every((n) => n === 1)).toBe(true);
   });
 
   it('a daemon process stays alive through an immediate restart while transactions are running', async () => {
