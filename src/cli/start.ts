@@ -24,7 +24,7 @@ export function registerStart(program: Command): void {
     .option('--executor-id <id>', 'this executor\'s identity; unique per running executor (default: host name)')
     .option('--concurrency <n>', 'steps run at once (default: 64)')
     .option('--poll-interval <duration>', 'fallback poll when no wake-up arrives (default: 1s)')
-    .option('--watchdog-interval <duration>', 'how often stuck steps, gate and workflow deadlines are checked (default: 5s)')
+    .option('--watchdog-interval <duration>', 'how often dead executors, stuck steps, gate and workflow deadlines are checked (default: 2s)')
     .option('--lease-grace <duration>', 'added to a step\'s timeout before the watchdog rescues it (default: 30s)')
     .option('--shutdown-grace <duration>', 'how long a stop waits for running steps (default: 30s)')
     .option('--heartbeat-interval <duration>', 'how often this executor marks itself alive (default: 2s; $STEPD_HEARTBEAT_INTERVAL)')

@@ -26,7 +26,7 @@ export interface ExecutorOptions {
 export const DEFAULT_EXECUTOR_OPTIONS = {
   concurrency: 64,
   pollIntervalMs: 1_000,
-  watchdogIntervalMs: 5_000,
+  watchdogIntervalMs: 2_000,
   leaseGraceMs: 30_000,
   shutdownGraceMs: 30_000,
   admitBatch: 100,

@@ -111,7 +111,9 @@ export function resolveFailure(
   const step = getStep(flow, stepName);
   const retryable = error.retryable === true;
   if (retryable && attempt < step.retry.maxAttempts) {
-    const backoff = backoffMs(step.retry, attempt, random);
+    // A step whose executor died (`lost`) did nothing wrong: it runs again at once (the attempt
+    // still counts). Everything else backs off.
+    const backoff = error.code === 'lost' ? 0 : backoffMs(step.retry, attempt, random);
     const delayMs = typeof error.retryAfterMs === 'number' && error.retryAfterMs > backoff ? error.retryAfterMs : backoff;
     return { kind: 'retry', delayMs };
   }

@@ -210,6 +210,12 @@ describe('resolveFailure: what follows a failed attempt', () => {
     expect(resolveFailure(f, 'a', 2, retryable, 0)).toEqual({ kind: 'retry', delayMs: 2_000 });
   });
 
+  it('re-runs a step whose executor died at once, still counting the attempt', () => {
+    const lost = { code: 'lost', message: 'executor stopped heartbeating', retryable: true };
+    expect(resolveFailure(f, 'a', 1, lost, 0)).toEqual({ kind: 'retry', delayMs: 0 });
+    expect(resolveFailure(f, 'a', 3, lost, 0)).toMatchObject({ kind: 'failBranch' });
+  });
+
   it('fails the branch after the last attempt, naming step and attempt', () => {
     expect(resolveFailure(f, 'a', 3, retryable, 0)).toEqual({ kind: 'failBranch', error: { ...retryable, step: 'a', attempt: 3 } });
   });
