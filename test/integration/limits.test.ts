@@ -172,9 +172,8 @@ describe('limits', () => {
       const ids = await Promise.all([1, 2, 3].map(() => insertWorkflow(t, ...probeFanOut(6), { user: 'alice' })));
       for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
       expect(probe.calls).toBe(18);
+      // Both executors compete with 8 free slots each; which of them runs the calls is up to timing.
       expect(probe.max).toBe(2);
-      const [row] = await t.q<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM stepd.workflow_steps WHERE tool = 'probe.hold'`);
-      expect(row!.n).toBe(2);
     });
 
     it('holds the global limit (limits.concurrency) over every executor, whatever each one may run', async () => {
