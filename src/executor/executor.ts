@@ -9,13 +9,7 @@
  */
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
-import {
-  findRunningStepsOfExecutor,
-  findStepsNoLongerRunning,
-  notifyStepsReady,
-  releaseStepsIfRunning,
-  type ClaimedStep,
-} from '../db/queries.js';
+import { findStepsNoLongerRunning, type ClaimedStep } from '../db/queries.js';
 import { StepError } from '../errors.js';
 import type { CapsConfig, ClientsConfig } from '../configFile.js';
 import { resolveCaps, valueCapError } from '../flow/caps.js';
@@ -25,12 +19,16 @@ import type { LimitPolicy } from '../tools/limits.js';
 import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runStep, type StepPolicy } from './runStep.js';
-import { admitWorkflows, finishStep, finishSteps, type TxDeps, type TxResult } from './transactions.js';
+import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
 import { OutcomeQueue } from './outcomeQueue.js';
 import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
 import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
+import { handBackRunning, handBackStrays, recoverOrphans } from './recovery.js';
+import { RunningTasks, type RunningTask } from './runningTasks.js';
+import { Slots } from './slots.js';
+import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
 
@@ -55,32 +53,19 @@ export interface ExecutorDeps {
   random?: () => number;
 }
 
-interface RunningTask {
-  workflowId: string;
-  /** Whether it holds a slot: tool calls do; readied gates and due timers complete at once and don't. */
-  holdsSlot: boolean;
-  controller: AbortController;
-  /** Set when a forced shutdown handed the step back: its outcome must not be written. */
-  released: boolean;
-  done: Promise<void>;
-}
-
 export class Executor {
   private readonly pool: pg.Pool;
   private readonly listener: Listener;
   private readonly cache: WorkflowCache;
-  private readonly running = new Map<string, RunningTask>();
+  private readonly running: RunningTasks;
   private readonly tx: TxDeps;
   private readonly outcomes: OutcomeQueue;
   private readonly outage: DatabaseOutage;
   private readonly heartbeat: Heartbeat;
   /** Set when the database came back: check which running steps are really ours. */
   private reconcilePending = false;
-  /** Slots held by running tool calls, and slots promised to a claim or transaction in flight. */
-  private slotsHeld = 0;
-  private slotsReserved = 0;
-  /** Whether the last claim left ready steps behind: then transactions claim only half the free slots on creation. */
-  private backlog = false;
+  private readonly slots: Slots;
+  private readonly waker: Waker;
   private readonly fairness = newFairClaimState();
   /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
   private toollessPending = true;
@@ -88,8 +73,6 @@ export class Executor {
   private admitBlockedSince: number | undefined;
   private stopping = false;
   private started = false;
-  private wakeResolve: (() => void) | undefined;
-  private woken = false;
   /** Whether ready steps may be waiting that the last claim did not take. */
   private moreReady = true;
   /** Whether new workflows may be waiting: set by their NOTIFY, a poll tick, or a full batch. */
@@ -97,14 +80,13 @@ export class Executor {
   private loopDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
-  private wakeTimer: NodeJS.Timeout | undefined;
-  private wakeAt: number | undefined;
 
   constructor(
     private readonly opts: ExecutorOptions,
     private readonly deps: ExecutorDeps,
   ) {
     this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
+    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
       onRecovered: () => {
@@ -142,6 +124,8 @@ export class Executor {
       onRecorded: () => this.outage.succeeded(),
       log: deps.log,
     });
+    this.slots = new Slots(opts.concurrency, () => this.outcomes.size);
+    this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
     this.listener = new Listener({
       pool: poolOpts,
       schema: opts.schema,
@@ -185,7 +169,7 @@ export class Executor {
       await this.listener.close();
       throw err;
     }
-    await this.recoverOrphans();
+    await recoverOrphans(this.tx, (r) => this.handleTx(r));
     this.loopDone = this.loop();
     this.scheduleWatchdog(0);
     this.deps.log.info(
@@ -197,8 +181,7 @@ export class Executor {
   /** Wakes the claim loop (new ready work, a free slot). */
   wake(): void {
     this.moreReady = true;
-    this.woken = true;
-    this.wakeResolve?.();
+    this.waker.wake();
   }
 
   /**
@@ -213,9 +196,7 @@ export class Executor {
   private onWakeup(p: WakeupPayload): void {
     if (p.table === 'workflows' && p.status === 'cancelled') {
       const id = String(p.id);
-      for (const [stepId, task] of this.running) {
-        if (task.workflowId === id) this.abortTask(stepId, new StepError('cancelled', 'workflow was cancelled'));
-      }
+      this.running.abortWorkflow(id, new StepError('cancelled', 'workflow was cancelled'));
       this.cache.forget(id);
       return;
     }
@@ -225,31 +206,15 @@ export class Executor {
   }
 
   private abortTask(stepId: string, reason: Error): void {
-    const task = this.running.get(stepId);
-    if (task && !task.controller.signal.aborted) {
-      this.deps.log.info({ stepId, workflowId: task.workflowId, reason: reason.message }, 'aborting running step');
-      task.controller.abort(reason);
-    }
+    this.running.abort(stepId, reason);
   }
 
-  /** Steps left running by an earlier run of this executor (a crash) are retried at once. */
-  private async recoverOrphans(): Promise<void> {
-    const orphans = await findRunningStepsOfExecutor(this.pool, this.opts.executorId);
-    for (const o of orphans) {
-      const outcome: Outcome = {
-        status: 'failed',
-        error: { code: 'lost', message: 'the executor stopped while this step was running', retryable: true },
-      };
-      this.handleTx(await finishStep(this.tx, { stepId: o.id, workflowId: o.workflow_id, guard: 'running', outcome }));
-    }
-    if (orphans.length > 0) this.deps.log.warn({ count: orphans.length }, 'recovered steps left running by an earlier run');
-  }
 
   private async loop(): Promise<void> {
     let errors = 0;
     while (!this.stopping) {
       try {
-        this.woken = false;
+        this.waker.clear();
         if (this.reconcilePending) {
           this.reconcilePending = false;
           await this.reconcileAfterOutage();
@@ -268,9 +233,9 @@ export class Executor {
         if (touchesDb || left > 0) this.outage.succeeded();
         errors = 0;
         const busy = this.freeSlots() > 0 && (claimed > 0 || admitted > 0);
-        if (!busy && !this.woken && !this.stopping) {
+        if (!busy && !this.waker.isWoken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await this.waitForWake(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = true;
+          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = true;
           // Steps finishing together free their slots in the same tick: claim for all of them at once.
           await new Promise((r) => setImmediate(r));
         }
@@ -283,20 +248,15 @@ export class Executor {
         // Wake-ups don't cut the backoff short (a finishing step would make it a busy loop); stop does.
         const until = Date.now() + delay;
         while (!this.stopping && Date.now() < until) {
-          this.woken = false;
-          await this.waitForWake(until - Date.now());
+          this.waker.clear();
+          await this.waker.wait(until - Date.now());
         }
       }
     }
   }
 
-  /**
-   * Slots for new steps: the concurrency less the steps running, held back while more outcomes
-   * wait to be recorded than the concurrency (the database is behind; don't run further ahead).
-   */
   private freeSlots(): number {
-    if (this.outcomes.size > this.opts.concurrency) return 0;
-    return Math.max(0, this.opts.concurrency - this.slotsHeld - this.slotsReserved);
+    return this.slots.free;
   }
 
   /**
@@ -306,16 +266,12 @@ export class Executor {
    */
   private async withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
     const claim = this.claimOnCreate(maxSlots);
-    const promised = claim?.slots ?? 0;
-    this.slotsReserved += promised;
-    try {
+    return this.slots.reserving(claim?.slots ?? 0, async () => {
       const r = await fn(claim);
       this.startClaimed(r.claimed);
       r.claimed = [];
       return r;
-    } finally {
-      this.slotsReserved -= promised;
-    }
+    });
   }
 
   /**
@@ -329,7 +285,7 @@ export class Executor {
     let limit: number;
     let slots: number;
     if (free > 0) {
-      slots = this.backlog ? Math.ceil(free / 2) : free;
+      slots = this.slots.backlog ? Math.ceil(free / 2) : free;
       limit = Math.min(this.opts.admitBatch, slots);
     } else {
       this.admitBlockedSince ??= Date.now();
@@ -347,25 +303,11 @@ export class Executor {
     if (r.readyNow) {
       this.moreReady = true;
       // First steps left ready: let finishing steps free slots for the claims (claimOnCreate).
-      this.backlog = true;
+      this.slots.backlog = true;
     }
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
     if (r.admitted >= limit) this.admitPending = true;
     return r.admitted;
-  }
-
-  /** Resolves true when woken, false when the time ran out. */
-  private waitForWake(ms: number): Promise<boolean> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => done(false), ms);
-      const done = (woken: boolean) => {
-        clearTimeout(timer);
-        this.wakeResolve = undefined;
-        resolve(woken);
-      };
-      this.wakeResolve = () => done(true);
-      if (this.woken || this.stopping) done(true);
-    });
   }
 
   /** With every tool slot busy: claims readied gates and due timers, which take no slot. */
@@ -396,14 +338,8 @@ export class Executor {
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
     // The slots are promised to this claim until its rows are started (in the same tick).
-    this.slotsReserved += free;
-    let claim;
-    try {
-      claim = await claimSteps(this.claimDeps(), free);
-    } finally {
-      this.slotsReserved -= free;
-    }
-    this.backlog = claim.moreReady;
+    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
+    this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
     for (const id of claim.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.startTask(row);
@@ -411,16 +347,7 @@ export class Executor {
   }
 
   private startTask(row: ClaimedStep): void {
-    const controller = new AbortController();
-    const holdsSlot = row.tool !== null;
-    const task: RunningTask = { workflowId: row.workflow_id, holdsSlot, controller, released: false, done: Promise.resolve() };
-    this.running.set(row.id, task);
-    if (holdsSlot) this.slotsHeld++;
-    task.done = this.runTask(row, task).finally(() => {
-      if (holdsSlot) this.slotsHeld--;
-      this.running.delete(row.id);
-      this.slotFreed();
-    });
+    this.running.start(row.id, row.workflow_id, row.tool !== null, (task) => this.runTask(row, task));
   }
 
   private async runTask(row: ClaimedStep, task: RunningTask): Promise<void> {
@@ -454,10 +381,9 @@ export class Executor {
   private claimOnCreate(maxSlots = Infinity): ClaimOnCreate | undefined {
     if (this.stopping) return undefined;
     const limits = this.deps.limits;
-    const free = this.freeSlots();
     return {
       executorId: this.opts.executorId,
-      slots: Math.min(maxSlots, this.backlog ? Math.floor(free / 2) : free),
+      slots: this.slots.forCreation(maxSlots),
       acquire: (tool, user) => (limits && !limits.unlimited && limits.applies(tool, user) ? null : () => {}),
     };
   }
@@ -476,16 +402,7 @@ export class Executor {
 
   /** Wakes the claim loop when a step created with a delay becomes ready (not at the next poll). */
   private wakeIn(ms: number): void {
-    if (this.stopping || ms >= this.opts.pollIntervalMs) return;
-    const at = Date.now() + ms;
-    if (this.wakeAt !== undefined && this.wakeAt <= at) return;
-    clearTimeout(this.wakeTimer);
-    this.wakeAt = at;
-    this.wakeTimer = setTimeout(() => {
-      this.wakeAt = undefined;
-      this.toollessPending = true;
-      this.wake();
-    }, ms + 1);
+    if (!this.stopping) this.waker.wakeIn(ms);
   }
 
   private scheduleWatchdog(delay: number): void {
@@ -507,29 +424,16 @@ export class Executor {
 
   /** Aborts the tools of steps no longer running here: cancelled, or rescued from us as presumed dead. */
   private async abortStepsNoLongerOurs(): Promise<void> {
-    const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, [...this.running.keys()]);
+    const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, this.running.ids());
     for (const id of gone) this.abortTask(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
   }
 
-  /**
-   * After an outage: a claim (or a transaction claiming the steps it created) whose COMMIT went
-   * through but whose answer was lost left steps `running` under this executor that it never
-   * started. They are handed back as ready, without spending an attempt (no tool ran). Steps
-   * running here, or finished here and waiting for their outcome to be recorded, are left alone;
-   * no recording transaction runs meanwhile, so none can claim a step under our feet.
-   */
+  /** After an outage: hand back the steps a claim took whose answer never arrived (see recovery.ts). */
   private async reconcileAfterOutage(): Promise<void> {
     await this.outcomes.exclusive(async () => {
-      const rows = await findRunningStepsOfExecutor(this.pool, this.opts.executorId);
       const waiting = this.outcomes.stepIds();
-      const strays = rows.map((r) => r.id).filter((id) => !this.running.has(id) && !waiting.has(id));
-      if (strays.length === 0) return;
-      const released = await releaseStepsIfRunning(this.pool, this.opts.executorId, strays);
-      this.deps.log.warn({ released, stepIds: strays }, "handed back steps claimed while the connection was lost (the claim's answer never arrived)");
-      if (released > 0) {
-        this.moreReady = true;
-        await notifyStepsReady(this.pool, this.opts.schema);
-      }
+      const deps = { pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
+      if ((await handBackStrays({ ...deps, isOurs: (id) => this.running.has(id) || waiting.has(id) })) > 0) this.moreReady = true;
     });
   }
 
@@ -540,32 +444,22 @@ export class Executor {
   async stop(options: { graceMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    this.wake();
+    this.moreReady = true;
+    this.waker.close();
     clearTimeout(this.watchdogTimer);
-    clearTimeout(this.wakeTimer);
     await this.loopDone;
     await this.watchdogRun;
     let leftRunning = false;
     const grace = options.graceMs ?? this.opts.shutdownGraceMs;
-    const all = () => Promise.allSettled([...this.running.values()].map((t) => t.done));
     if (this.running.size > 0) {
       this.deps.log.info({ running: this.running.size, graceMs: grace }, 'waiting for running steps');
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, grace)))]);
-      clearTimeout(timer);
+      await this.running.doneWithin(grace);
     }
     if (this.running.size > 0) {
-      const ids = [...this.running.keys()];
-      for (const [, task] of this.running) task.released = true;
-      for (const id of ids) this.abortTask(id, new StepError('shutdown', 'executor is shutting down', { retryable: true }));
-      const released = await releaseStepsIfRunning(this.pool, this.opts.executorId, ids).catch((err) => {
-        this.deps.log.error({ err }, 'could not hand back running steps; the watchdog will rescue them');
-        return 0;
-      });
-      this.deps.log.info({ released }, 'handed running steps back as ready');
-      if (released > 0) await notifyStepsReady(this.pool, this.opts.schema).catch(() => {});
+      const ids = this.running.releaseAll(new StepError('shutdown', 'executor is shutting down', { retryable: true }));
+      const released = await handBackRunning({ pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log }, ids);
       if (released < ids.length) leftRunning = true;
-      await all();
+      await this.running.allDone();
     }
     // Outcomes wait for the database as long as the grace period allows; then the leader
     // rescues their steps (the row of this executor stays, so it goes stale and counts as dead).

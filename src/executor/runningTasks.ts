@@ -1,0 +1,81 @@
+/**
+ * The steps this executor is running, each a task with its AbortController. A task that holds a
+ * tool slot gives it back when it ends; a task handed back by a forced stop is `released`, and its
+ * outcome must not be written.
+ */
+import type { Logger } from '../logger.js';
+import type { Slots } from './slots.js';
+
+export interface RunningTask {
+  workflowId: string;
+  controller: AbortController;
+  /** Set when a forced shutdown handed the step back: its outcome must not be written. */
+  released: boolean;
+  done: Promise<void>;
+}
+
+export class RunningTasks {
+  private readonly tasks = new Map<string, RunningTask>();
+
+  constructor(private readonly deps: { log: Logger; slots: Slots; onEnded: () => void }) {}
+
+  get size(): number {
+    return this.tasks.size;
+  }
+
+  has(stepId: string): boolean {
+    return this.tasks.has(stepId);
+  }
+
+  ids(): string[] {
+    return [...this.tasks.keys()];
+  }
+
+  /**
+   * Runs `run` as the task of `stepId`. Tool calls hold a slot; readied gates and due timers
+   * complete at once and don't.
+   */
+  start(stepId: string, workflowId: string, holdsSlot: boolean, run: (task: RunningTask) => Promise<void>): void {
+    const task: RunningTask = { workflowId, controller: new AbortController(), released: false, done: Promise.resolve() };
+    this.tasks.set(stepId, task);
+    if (holdsSlot) this.deps.slots.hold();
+    task.done = run(task).finally(() => {
+      if (holdsSlot) this.deps.slots.release();
+      this.tasks.delete(stepId);
+      this.deps.onEnded();
+    });
+  }
+
+  abort(stepId: string, reason: Error): void {
+    const task = this.tasks.get(stepId);
+    if (task && !task.controller.signal.aborted) {
+      this.deps.log.info({ stepId, workflowId: task.workflowId, reason: reason.message }, 'aborting running step');
+      task.controller.abort(reason);
+    }
+  }
+
+  abortWorkflow(workflowId: string, reason: Error): void {
+    for (const [stepId, task] of this.tasks) if (task.workflowId === workflowId) this.abort(stepId, reason);
+  }
+
+  /** Marks every task handed back (its outcome is dropped) and aborts it. Returns their step ids. */
+  releaseAll(reason: Error): string[] {
+    const ids = this.ids();
+    for (const task of this.tasks.values()) task.released = true;
+    for (const id of ids) this.abort(id, reason);
+    return ids;
+  }
+
+  /** Settles when every task running now has ended. */
+  async allDone(): Promise<void> {
+    await Promise.allSettled([...this.tasks.values()].map((t) => t.done));
+  }
+
+  /** Resolves true when every task ended within `ms`. */
+  async doneWithin(ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([this.allDone().then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)))]);
+    clearTimeout(timer);
+    return ended;
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * One executor's tool slots: `--concurrency` less the slots held by running tool calls and those
+ * promised to a claim or transaction in flight, so two of them never count the same free slot.
+ * Readied gates and due timers take none (they complete at once).
+ */
+export class Slots {
+  private held = 0;
+  private reserved = 0;
+  /** Whether the last claim left ready steps behind: transactions then claim only half the free slots on creation. */
+  backlog = false;
+
+  constructor(
+    private readonly concurrency: number,
+    /** Outcomes waiting to be recorded: past the concurrency the database is behind, and nothing is free. */
+    private readonly queuedOutcomes: () => number,
+  ) {}
+
+  get free(): number {
+    if (this.queuedOutcomes() > this.concurrency) return 0;
+    return Math.max(0, this.concurrency - this.held - this.reserved);
+  }
+
+  /** Slots a transaction may fill with the steps it creates (half of the free ones while ready steps wait). */
+  forCreation(max = Infinity): number {
+    const free = this.free;
+    return Math.min(max, this.backlog ? Math.floor(free / 2) : free);
+  }
+
+  /** Runs `fn` with `n` slots promised to it, so nothing else counts them until it is done. */
+  async reserving<T>(n: number, fn: () => Promise<T>): Promise<T> {
+    this.reserved += n;
+    try {
+      return await fn();
+    } finally {
+      this.reserved -= n;
+    }
+  }
+
+  hold(): void {
+    this.held++;
+  }
+
+  release(): void {
+    this.held--;
+  }
+}
