@@ -14,7 +14,7 @@ import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
 import type { StepPolicy } from '../../src/executor/runStep.js';
 import type { LimitPolicy } from '../../src/tools/limits.js';
-import type { ClientsConfig } from '../../src/configFile.js';
+import type { CapsConfig, ClientsConfig } from '../../src/configFile.js';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
 
 export const TEST_DATABASE_URL = process.env.STEPD_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -69,11 +69,13 @@ export interface TestExecutorOptions extends Partial<ExecutorOptions> {
   limits?: LimitPolicy;
   /** Config `clients`: which users each database role may start workflows as. */
   clients?: ClientsConfig;
+  /** Config `caps`: what flows may ask for. */
+  caps?: CapsConfig;
 }
 
 /** An in-process executor with fast intervals, stopped after the test. */
 export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {}): Promise<Executor> {
-  const { tools = [], permissions, limits, clients, ...rest } = opts;
+  const { tools = [], permissions, limits, clients, caps, ...rest } = opts;
   const executor = new Executor(
     {
       ...DEFAULT_EXECUTOR_OPTIONS,
@@ -85,7 +87,7 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
       shutdownGraceMs: 2_000,
       ...rest,
     },
-    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}) },
+    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}), ...(caps ? { caps } : {}) },
   );
   await executor.start();
   onCleanup(() => executor.stop({ graceMs: 0 }));

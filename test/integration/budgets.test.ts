@@ -4,32 +4,14 @@
  * operator's caps refuses what is above it with an error naming the cap; deep JSON, long names
  * and flows stored as strings get a clear error (or simply run), never "the database refused".
  */
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { CapsConfig } from '../../src/configFile.js';
-import { DEFAULT_EXECUTOR_OPTIONS, Executor } from '../../src/executor/executor.js';
-import { silentLogger } from '../../src/logger.js';
-import { CoreTools } from '../../src/tools/builtins.js';
-import { ToolRegistry } from '../../src/tools/registry.js';
-import { createTestSchema, getSteps, insertWorkflow, onCleanup, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import type { Executor } from '../../src/executor/executor.js';
+import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 /** An executor as `stepd start` builds it with a config's `caps`. */
-async function startWithCaps(t: TestSchema, caps?: CapsConfig): Promise<Executor> {
-  const executor = new Executor(
-    {
-      ...DEFAULT_EXECUTOR_OPTIONS,
-      databaseUrl: t.url,
-      schema: t.schema,
-      executorId: `test-${randomBytes(4).toString('hex')}`,
-      pollIntervalMs: 50,
-      watchdogIntervalMs: 100,
-      shutdownGraceMs: 2_000,
-    },
-    { log: silentLogger(), tools: new ToolRegistry([new CoreTools()]), ...(caps ? { caps } : {}) },
-  );
-  await executor.start();
-  onCleanup(() => executor.stop({ graceMs: 0 }));
-  return executor;
+function startWithCaps(t: TestSchema, caps?: CapsConfig): Promise<Executor> {
+  return startExecutor(t, caps ? { caps } : {});
 }
 
 function nestedAll(list: string, levels: number): string {
