@@ -13,10 +13,17 @@
  *   Past {@link CONDITION_BUDGET} units the evaluation stops with a BudgetError, within a few
  *   milliseconds.
  *
+ * `string.matches(pattern)` runs on RE2 (the `re2js` package: linear time, the syntax CEL
+ * specifies) instead of JavaScript's backtracking RegExp, so `"aaaa…!".matches("^(a+)+$")` cannot
+ * hold the event loop; a pattern RE2 does not accept (backreferences, lookaround) is a
+ * ConditionError.
+ *
  * The counting happens in wrappers around the `handle` functions the library's type checker
  * attaches to AST nodes; nothing is charged per AST node visited, so a condition without
  * comprehensions pays one closure call per `+` or call and nothing else.
  */
+import { RE2JS } from 're2js';
+import { ConditionError } from '../errors.js';
 import { BudgetError } from './caps.js';
 
 /** Cost units one evaluation may spend: one per comprehension element, one per list element or 16 string characters built. */
@@ -113,11 +120,19 @@ const CHARGED_OPS: ReadonlySet<string> = new Set(['+', 'call', 'rcall']);
  * compiled condition, after `check()` and before the first evaluation.
  */
 export function instrument(ast: unknown, meter: Meter): void {
+  const patterns = new Map<string, RE2JS>();
   forEachNode(ast, (node) => {
     const n = target(node);
     const handle = n.handle;
     if (typeof handle !== 'function') return;
-    if (n.op === 'comprehension') {
+    if (isMatchesCall(n)) {
+      n.handle = (a, b, c, d) => {
+        const [text, pattern] = Array.isArray(a) ? (a as unknown[]) : [];
+        if (typeof text !== 'string' || typeof pattern !== 'string') return handle(a, b, c, d);
+        charge(meter, builtSize(text));
+        return re2(patterns, pattern).test(text);
+      };
+    } else if (n.op === 'comprehension') {
       n.handle = (items, args, ev, ctx) => {
         charge(meter, 1 + sizeOf(items));
         return handle(items, args, ev, ctx);
@@ -130,6 +145,27 @@ export function instrument(ast: unknown, meter: Meter): void {
       };
     }
   });
+}
+
+/** `text.matches(pattern)`: a method call named matches with one argument. */
+function isMatchesCall(n: Node): boolean {
+  if (n.op !== 'rcall' || !Array.isArray(n.args)) return false;
+  const [name, , args] = n.args as unknown[];
+  return name === 'matches' && Array.isArray(args) && args.length === 1;
+}
+
+/** A compiled RE2 pattern, cached per condition (patterns are nearly always literals). */
+function re2(cache: Map<string, RE2JS>, pattern: string): RE2JS {
+  let compiled = cache.get(pattern);
+  if (!compiled) {
+    try {
+      compiled = RE2JS.compile(pattern);
+    } catch (err) {
+      throw new ConditionError(`invalid regular expression ${JSON.stringify(pattern.slice(0, 200))} (RE2 syntax: no backreferences or lookaround): ${(err as Error).message}`);
+    }
+    if (cache.size < 64) cache.set(pattern, compiled);
+  }
+  return compiled;
 }
 
 /** Literal list sizes, or undefined when the collection is only known at run time. */

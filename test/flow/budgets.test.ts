@@ -102,3 +102,23 @@ describe('template resolution runs under a budget of characters produced', () =>
     expect(err.message).toContain('{{steps.s.result}}');
   });
 });
+
+describe('regular expressions run in linear time (RE2)', () => {
+  it('matches a catastrophic-backtracking pattern against a long input without hanging', () => {
+    // With JavaScript's RegExp this takes 2^40 steps; RE2 answers at once.
+    const c = compileCondition('input.s.matches("^(a+)+$")');
+    expect(c.evaluate({ input: { s: `${'a'.repeat(40)}!` } })).toBe(false);
+    expect(c.evaluate({ input: { s: 'aaaa' } })).toBe(true);
+  });
+
+  it('keeps CEL semantics: a match anywhere in the string counts', () => {
+    expect(compileCondition('"hello world".matches("o w")').evaluate({})).toBe(true);
+    expect(compileCondition('input.s.matches("^[0-9]+$")').evaluate({ input: { s: '12a' } })).toBe(false);
+  });
+
+  it('refuses a pattern RE2 cannot run (a backreference) with a condition error', () => {
+    const err = thrown(() => compileCondition('input.s.matches("(a)\\\\1")').evaluate({ input: { s: 'aa' } }));
+    expect(err).toBeInstanceOf(ConditionError);
+    expect(err.message).toMatch(/invalid regular expression/);
+  });
+});
