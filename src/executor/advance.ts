@@ -92,6 +92,11 @@ export class Advance {
   /** Applies a step's outcome, already recorded on `origin`'s row. */
   async afterOutcome(origin: Origin, outcome: Outcome): Promise<void> {
     const flow = this.wf.flow;
+    if (!flow.steps.has(origin.name)) {
+      // A row the flow does not know (written outside it): nothing can follow it; the workflow fails.
+      const error = outcome.status === 'failed' ? outcome.error : { code: 'unknown_step', message: `step "${origin.name.slice(0, 200)}" is not in the workflow's flow` };
+      return this.failWorkflow({ ...error, step: origin.name.slice(0, 200) });
+    }
     if (outcome.status === 'done') {
       this.event('step.done', { stepId: origin.id, step: origin.name, attempt: origin.attempt });
       const error = await this.handledError(origin);

@@ -357,7 +357,7 @@ export class Executor {
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
     const step = wf?.flow.steps.get(row.name);
     if (!step) {
-      outcome = { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name}" is not in the workflow's flow`, retryable: false } };
+      outcome = { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name.slice(0, 200)}" is not in the workflow's flow`, retryable: false } };
     } else {
       outcome = await runStep(this.deps, row, step, task.controller.signal);
       const tooLarge = outcome.status === 'done' ? valueCapError(`the result of step "${row.name}"`, outcome.result, 'resultBytes', this.cache.compiler.caps) : undefined;

@@ -23,6 +23,31 @@ async function refuseToClaimStepsNamedPoison(t: TestSchema): Promise<void> {
 }
 
 describe('claims', () => {
+  it("claims a step row whose name is ~8,000 bytes: the step.started NOTIFY is bounded in SQL, so it can't fail the claim", async () => {
+    const t = await createTestSchema();
+    const victim = await insertWorkflow(t, gateThenEcho('g'));
+    await startExecutor(t);
+    await waitForStep(t, victim, 'g', 'pending');
+    // Flows refuse such names; a row written by an older version (or by hand as the owner) has one.
+    const long = 'n'.repeat(8_000);
+    const session = await t.db.connect();
+    try {
+      await session.query(`SET stepd.executor = 'on'`);
+      await session.query(`INSERT INTO ${t.schema}.workflow_steps (workflow_id, name, tool, status, ready_at) VALUES ($1, $2, NULL, 'ready', now())`, [victim, long]);
+    } finally {
+      await session.query(`RESET stepd.executor`);
+      session.release();
+    }
+    const other = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', args: { v: 1 } } } });
+    expect((await waitForWorkflow(t, other)).status).toBe('completed');
+    // Claimed and run (its name is not in the flow), not isolated as a row the claim cannot take.
+    const row = await waitFor(async () => (await getSteps(t, victim)).find((s) => s.name === long && s.status === 'failed'), 'the long-named row to run');
+    expect(row.error).toMatchObject({ code: 'unknown_step' });
+    // Nothing can follow a step the flow does not know: its workflow fails, naming it.
+    expect((await waitForWorkflow(t, victim)).error).toMatchObject({ code: 'unknown_step' });
+  });
+
+
   it.each([
     ['without limits', undefined],
     ['with limits', { tools: { 'core.*': 50 } }],
