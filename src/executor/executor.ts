@@ -266,12 +266,15 @@ export class Executor {
    */
   private async withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
     const claim = this.claimOnCreate(maxSlots);
-    return this.slots.reserving(claim?.slots ?? 0, async () => {
-      const r = await fn(claim);
+    try {
+      const r = await fn(claim?.handle);
       this.startClaimed(r.claimed);
       r.claimed = [];
       return r;
-    });
+    } finally {
+      // The started steps hold their slots now; what is still reserved goes back.
+      claim?.settle();
+    }
   }
 
   /**
@@ -378,13 +381,31 @@ export class Executor {
    * already runs), and never a step a configured limit applies to — those are claimed by the
    * claim, which counts every executor's running steps.
    */
-  private claimOnCreate(maxSlots = Infinity): ClaimOnCreate | undefined {
+  private claimOnCreate(maxSlots = Infinity): { handle: ClaimOnCreate; settle: () => void } | undefined {
     if (this.stopping) return undefined;
     const limits = this.deps.limits;
-    return {
+    const allowed = this.slots.forCreation(maxSlots);
+    let taken = 0;
+    const handle: ClaimOnCreate = {
       executorId: this.opts.executorId,
-      slots: this.slots.forCreation(maxSlots),
+      takeSlot: () => {
+        if (taken >= allowed || this.slots.free <= 0) return false;
+        taken++;
+        this.slots.reserve(1);
+        return true;
+      },
+      giveSlot: () => {
+        taken--;
+        this.slots.unreserve(1);
+      },
       acquire: (tool, user) => (limits && !limits.unlimited && limits.applies(tool, user) ? null : () => {}),
+    };
+    return {
+      handle,
+      settle: () => {
+        this.slots.unreserve(taken);
+        taken = 0;
+      },
     };
   }
 

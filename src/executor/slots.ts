@@ -26,6 +26,14 @@ export class Slots {
     return Math.min(max, this.backlog ? Math.floor(free / 2) : free);
   }
 
+  reserve(n: number): void {
+    this.reserved += n;
+  }
+
+  unreserve(n: number): void {
+    this.reserved -= n;
+  }
+
   /** Runs `fn` with `n` slots promised to it, so nothing else counts them until it is done. */
   async reserving<T>(n: number, fn: () => Promise<T>): Promise<T> {
     this.reserved += n;

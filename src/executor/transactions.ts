@@ -245,7 +245,6 @@ async function inWriterTransaction<T>(
   fn: (client: pg.PoolClient, w: TxWriter) => Promise<T>,
 ): Promise<T> {
   let writer: TxWriter | undefined;
-  const slotsBefore = claim?.slots;
   try {
     return await withTransaction(deps.pool, async (client) => {
       writer = new TxWriter(client, deps.schema, claim);
@@ -253,7 +252,6 @@ async function inWriterTransaction<T>(
     });
   } catch (err) {
     writer?.releaseClaims();
-    if (claim && slotsBefore !== undefined) claim.slots = slotsBefore;
     throw err;
   }
 }

@@ -13,8 +13,14 @@ import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../events.js';
 /** Lets a transaction claim the steps it creates for this executor. */
 export interface ClaimOnCreate {
   executorId: string;
-  /** Slots still free; each claimed step takes one. */
-  slots: number;
+  /**
+   * Takes a tool slot for a step created already claimed (reserved until it is started or the
+   * transaction ends); false when none may be taken. Slots are taken as steps are created, so a
+   * transaction that creates nothing to claim holds none and never keeps the claims waiting.
+   */
+  takeSlot(): boolean;
+  /** Gives back a slot taken for a step that will not be started (dropped, or rolled back). */
+  giveSlot(): void;
   /** Reserves room under the configured limits; null when a limit is reached. */
   acquire(tool: string | null, user: string | null): (() => void) | null;
 }
@@ -63,22 +69,14 @@ export class TxWriter {
   queue(step: NewStep, opts: { user?: string | null; leaseMs?: number } = {}): void {
     this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
     const c = this.claimOnCreate;
-    if (
-      c &&
-      c.slots > 0 &&
-      step.status === 'ready' &&
-      step.tool !== null &&
-      !step.readyInMs &&
-      step.readyAt === undefined &&
-      opts.leaseMs !== undefined
-    ) {
+    if (c && step.status === 'ready' && step.tool !== null && !step.readyInMs && step.readyAt === undefined && opts.leaseMs !== undefined && c.takeSlot()) {
       const user = opts.user ?? null;
       const release = c.acquire(step.tool, user);
       if (release) {
-        c.slots--;
         this.queued.push({ step: { ...step, status: 'running', executorId: c.executorId, leaseMs: opts.leaseMs }, claim: { user, release } });
         return;
       }
+      c.giveSlot();
     }
     this.queued.push({ step });
   }
@@ -88,8 +86,10 @@ export class TxWriter {
     for (let i = this.queued.length - 1; i >= 0; i--) {
       const q = this.queued[i]!;
       if (q.step.workflowId !== workflowId) continue;
-      q.claim?.release();
-      if (q.claim && this.claimOnCreate) this.claimOnCreate.slots++;
+      if (q.claim) {
+        q.claim.release();
+        this.claimOnCreate?.giveSlot();
+      }
       this.queued.splice(i, 1);
     }
   }
@@ -168,8 +168,15 @@ export class TxWriter {
 
   /** After a rollback: give back every limit reserved for steps claimed on creation. */
   releaseClaims(): void {
-    for (const q of this.queued) q.claim?.release();
-    for (const c of this.claimed) c.release();
+    for (const q of this.queued) {
+      if (!q.claim) continue;
+      q.claim.release();
+      this.claimOnCreate?.giveSlot();
+    }
+    for (const c of this.claimed) {
+      c.release();
+      this.claimOnCreate?.giveSlot();
+    }
   }
 }
 
