@@ -12,13 +12,12 @@ import { createPool, type PoolOptions } from '../db/connect.js';
 import { findStepsNoLongerRunning, type ClaimedStep } from '../db/queries.js';
 import { StepError } from '../errors.js';
 import type { CapsConfig, ClientsConfig } from '../configFile.js';
-import { resolveCaps, valueCapError } from '../flow/caps.js';
+import { resolveCaps } from '../flow/caps.js';
 import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { LimitPolicy } from '../tools/limits.js';
-import type { Outcome } from './advance.js';
 import { Listener, type WakeupPayload } from './listener.js';
-import { runStep, type StepPolicy } from './runStep.js';
+import { runClaimedStep, type StepPolicy } from './runStep.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
@@ -27,7 +26,7 @@ import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js
 import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
 import { handBackRunning, handBackStrays, recoverOrphans } from './recovery.js';
 import { RunningTasks, type RunningTask } from './runningTasks.js';
-import { Slots } from './slots.js';
+import { createClaims, Slots, type CreateClaims } from './slots.js';
 import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { WorkflowCache } from './workflowCache.js';
@@ -356,16 +355,8 @@ export class Executor {
   private async runTask(row: ClaimedStep, task: RunningTask): Promise<void> {
     const log = this.deps.log;
     const started = Date.now();
-    let outcome: Outcome;
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
-    const step = wf?.flow.steps.get(row.name);
-    if (!step) {
-      outcome = { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name.slice(0, 200)}" is not in the workflow's flow`, retryable: false } };
-    } else {
-      outcome = await runStep(this.deps, row, step, task.controller.signal);
-      const tooLarge = outcome.status === 'done' ? valueCapError(`the result of step "${row.name}"`, outcome.result, 'resultBytes', this.cache.compiler.caps) : undefined;
-      if (tooLarge) outcome = { status: 'failed', error: tooLarge };
-    }
+    const outcome = await runClaimedStep(this.deps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
     if (task.released) return;
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
@@ -381,32 +372,15 @@ export class Executor {
    * already runs), and never a step a configured limit applies to — those are claimed by the
    * claim, which counts every executor's running steps.
    */
-  private claimOnCreate(maxSlots = Infinity): { handle: ClaimOnCreate; settle: () => void } | undefined {
+  private claimOnCreate(maxSlots = Infinity): CreateClaims | undefined {
     if (this.stopping) return undefined;
     const limits = this.deps.limits;
-    const allowed = this.slots.forCreation(maxSlots);
-    let taken = 0;
-    const handle: ClaimOnCreate = {
+    return createClaims(this.slots, {
       executorId: this.opts.executorId,
-      takeSlot: () => {
-        if (taken >= allowed || this.slots.free <= 0) return false;
-        taken++;
-        this.slots.reserve(1);
-        return true;
-      },
-      giveSlot: () => {
-        taken--;
-        this.slots.unreserve(1);
-      },
-      acquire: (tool, user) => (limits && !limits.unlimited && limits.applies(tool, user) ? null : () => {}),
-    };
-    return {
-      handle,
-      settle: () => {
-        this.slots.unreserve(taken);
-        taken = 0;
-      },
-    };
+      maxSlots,
+      // Steps a configured limit applies to are claimed by the claim, which counts every executor's.
+      limited: (tool, user) => limits !== undefined && !limits.unlimited && limits.applies(tool, user),
+    });
   }
 
   private startClaimed(claimed: CreatedClaim[]): void {
@@ -452,9 +426,12 @@ export class Executor {
   /** After an outage: hand back the steps a claim took whose answer never arrived (see recovery.ts). */
   private async reconcileAfterOutage(): Promise<void> {
     await this.outcomes.exclusive(async () => {
-      const waiting = this.outcomes.stepIds();
       const deps = { pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
-      if ((await handBackStrays({ ...deps, isOurs: (id) => this.running.has(id) || waiting.has(id) })) > 0) this.moreReady = true;
+      const ours = () => {
+        const waiting = this.outcomes.stepIds();
+        return (id: string) => this.running.has(id) || waiting.has(id);
+      };
+      if ((await handBackStrays({ ...deps, ours })) > 0) this.moreReady = true;
     });
   }
 

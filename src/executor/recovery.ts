@@ -28,8 +28,11 @@ export interface StrayDeps {
   executorId: string;
   schema: string;
   log: Logger;
-  /** Steps this process runs, or finished and waiting for their outcome to be recorded. */
-  isOurs: (stepId: string) => boolean;
+  /**
+   * Which steps this process runs, or finished and is waiting to record: asked after the query,
+   * so a step that finished while it ran (its task gone, its outcome queued) still counts as ours.
+   */
+  ours: () => (stepId: string) => boolean;
 }
 
 /**
@@ -41,7 +44,8 @@ export interface StrayDeps {
  */
 export async function handBackStrays(deps: StrayDeps): Promise<number> {
   const rows = await findRunningStepsOfExecutor(deps.pool, deps.executorId);
-  const strays = rows.map((r) => r.id).filter((id) => !deps.isOurs(id));
+  const isOurs = deps.ours();
+  const strays = rows.map((r) => r.id).filter((id) => !isOurs(id));
   if (strays.length === 0) return 0;
   const released = await releaseStepsIfRunning(deps.pool, deps.executorId, strays);
   deps.log.warn({ released, stepIds: strays }, "handed back steps claimed while the connection was lost (the claim's answer never arrived)");
@@ -50,7 +54,7 @@ export async function handBackStrays(deps: StrayDeps): Promise<number> {
 }
 
 /** A forced stop: running steps go back to ready without spending an attempt. Returns how many could be. */
-export async function handBackRunning(deps: Omit<StrayDeps, 'isOurs'>, ids: string[]): Promise<number> {
+export async function handBackRunning(deps: Omit<StrayDeps, 'ours'>, ids: string[]): Promise<number> {
   const released = await releaseStepsIfRunning(deps.pool, deps.executorId, ids).catch((err: unknown) => {
     deps.log.error({ err }, 'could not hand back running steps; the watchdog will rescue them');
     return 0;

@@ -6,6 +6,7 @@ import { coerceError, StepError, StepTimeoutError } from '../errors.js';
 import type { CompiledStep } from '../flow/compiled.js';
 import type { ClaimedStep } from '../db/queries.js';
 import type { ToolRegistry } from '../tools/registry.js';
+import { valueCapError, type Caps } from '../flow/caps.js';
 import type { Outcome } from './advance.js';
 
 export interface StepPolicy {
@@ -16,6 +17,26 @@ export interface StepPolicy {
 export interface RunStepDeps {
   tools: ToolRegistry;
   permissions?: StepPolicy;
+}
+
+/**
+ * The outcome of a claimed step of a running workflow: its step looked up in the frozen flow
+ * (a row the flow does not know fails with `unknown_step`), run, and a result above
+ * `caps.resultBytes` turned into a failure.
+ */
+export async function runClaimedStep(
+  deps: RunStepDeps,
+  row: ClaimedStep,
+  flowStep: CompiledStep | undefined,
+  caps: Readonly<Caps>,
+  signal: AbortSignal,
+): Promise<Outcome> {
+  if (!flowStep) {
+    return { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name.slice(0, 200)}" is not in the workflow's flow`, retryable: false } };
+  }
+  const outcome = await runStep(deps, row, flowStep, signal);
+  const tooLarge = outcome.status === 'done' ? valueCapError(`the result of step "${row.name}"`, outcome.result, 'resultBytes', caps) : undefined;
+  return tooLarge ? { status: 'failed', error: tooLarge } : outcome;
 }
 
 export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome> {

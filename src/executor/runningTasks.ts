@@ -36,6 +36,11 @@ export class RunningTasks {
    * complete at once and don't.
    */
   start(stepId: string, workflowId: string, holdsSlot: boolean, run: (task: RunningTask) => Promise<void>): void {
+    if (this.tasks.has(stepId)) {
+      // Never two tasks (and two outcomes) for one step row.
+      this.deps.log.warn({ stepId, workflowId }, 'step is already running here; not starting it twice');
+      return;
+    }
     const task: RunningTask = { workflowId, controller: new AbortController(), released: false, done: Promise.resolve() };
     this.tasks.set(stepId, task);
     if (holdsSlot) this.deps.slots.hold();

@@ -1,3 +1,5 @@
+import type { ClaimOnCreate } from './txWriter.js';
+
 /**
  * One executor's tool slots: `--concurrency` less the slots held by running tool calls and those
  * promised to a claim or transaction in flight, so two of them never count the same free slot.
@@ -51,4 +53,44 @@ export class Slots {
   release(): void {
     this.held--;
   }
+}
+
+/** A transaction's licence to claim the steps it creates, and how to settle it when it ends. */
+export interface CreateClaims {
+  handle: ClaimOnCreate;
+  /** After the claimed steps were started (they hold their slots now): gives back what is still reserved. */
+  settle(): void;
+}
+
+/**
+ * Lets a transaction claim the steps it creates, up to `maxSlots` and the slots it may fill now
+ * (half the free ones while ready steps wait). Each slot is reserved when a step takes it, so a
+ * transaction that creates nothing to claim holds none and never keeps the claims waiting.
+ */
+export function createClaims(
+  slots: Slots,
+  opts: { executorId: string; maxSlots: number; limited: (tool: string | null, user: string | null) => boolean },
+): CreateClaims {
+  const allowed = slots.forCreation(opts.maxSlots);
+  let taken = 0;
+  return {
+    handle: {
+      executorId: opts.executorId,
+      takeSlot: () => {
+        if (taken >= allowed || slots.free <= 0) return false;
+        taken++;
+        slots.reserve(1);
+        return true;
+      },
+      giveSlot: () => {
+        taken--;
+        slots.unreserve(1);
+      },
+      acquire: (tool, user) => (opts.limited(tool, user) ? null : () => {}),
+    },
+    settle: () => {
+      slots.unreserve(taken);
+      taken = 0;
+    },
+  };
 }

@@ -125,7 +125,9 @@ function isUnstorableJson(err: unknown): boolean {
  * recorded on its own, so one bad outcome never holds the others back; an outcome PostgreSQL
  * cannot store (a NUL character in a result) fails its attempt with `invalid_result`.
  */
-export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+export async function finishSteps(deps: TxDeps, given: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  // One outcome per step: a second one in the same batch would advance its workflow twice.
+  const inputs = onePerStep(given, deps);
   if (inputs.length === 0) return empty();
   try {
     return await finishBatch(deps, inputs, claim);
@@ -158,6 +160,13 @@ export async function finishSteps(deps: TxDeps, inputs: FinishInput[], claim?: C
     const error = { code: 'invalid_result', message: `the step's outcome cannot be stored as PostgreSQL JSON: ${(err as Error).message}`, retryable: false };
     return finishBatch(deps, [{ stepId: input.stepId, workflowId: input.workflowId, guard: input.guard, outcome: { status: 'failed', error } }], claim);
   }
+}
+
+function onePerStep(inputs: FinishInput[], deps: TxDeps): FinishInput[] {
+  const seen = new Set<string>();
+  const out = inputs.filter((i) => !seen.has(i.stepId) && seen.add(i.stepId));
+  if (out.length < inputs.length) deps.log.warn({ dropped: inputs.length - out.length }, 'dropped a second outcome of the same step in one batch');
+  return out;
 }
 
 /** Records one outcome, alone (nothing is deferred): the watchdog's and recovery's entry point. */

@@ -170,13 +170,14 @@ describe('PostgreSQL restarts', () => {
   it('rescues no live executor after a restart, though every beat is older than dead-after', async () => {
     const t = await createClusterSchema(cluster);
     const latch = latchTool();
-    const beats = { heartbeatIntervalMs: 100, deadAfterMs: 500 };
+    // Dead-after well above a busy machine's pauses, so only the outage makes the beats stale.
+    const beats = { heartbeatIntervalMs: 300, deadAfterMs: 1_500 };
     const { lines } = await startInProcess(t, [latch.tool], 'beats-a', beats);
     await startInProcess(t, [latch.tool], 'beats-b', beats);
     const held = await Promise.all(Array.from({ length: 6 }, () => insertWorkflow(t, LATCHED)));
     await waitFor(() => latch.calls.size === held.length, 'every held step to be running');
     await cluster.stop('immediate');
-    // Down for longer than dead-after (six missed beats of 100 ms > 500 ms): every executor's
+    // Down for longer than dead-after (six missed beats of 300 ms > 1.5 s): every executor's
     // last beat is stale when the server is back.
     await waitFor(
       () => lines.filter((l) => l.msg === 'database still unreachable' && l.where === 'heartbeat').length >= 6,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Slots } from '../../src/executor/slots.js';
+import { createClaims, Slots } from '../../src/executor/slots.js';
 
 describe('an executor’s tool slots', () => {
   it('counts held and reserved slots against the concurrency, never below zero', () => {
@@ -37,5 +37,39 @@ describe('an executor’s tool slots', () => {
       throw new Error('boom');
     })).rejects.toThrow('boom');
     expect(slots.free).toBe(4);
+  });
+});
+
+describe('claiming the steps a transaction creates', () => {
+  const unlimited = () => false;
+
+  it('reserves a slot only when a step takes it, and gives back what was not started', () => {
+    const slots = new Slots(4, () => 0);
+    const claims = createClaims(slots, { executorId: 'x', maxSlots: Infinity, limited: unlimited });
+    expect(slots.free).toBe(4); // a transaction that creates nothing holds nothing
+    expect(claims.handle.takeSlot()).toBe(true);
+    expect(claims.handle.takeSlot()).toBe(true);
+    expect(slots.free).toBe(2);
+    claims.handle.giveSlot(); // a step dropped in the transaction
+    slots.hold(); // the other one started
+    claims.settle();
+    expect(slots.free).toBe(3);
+  });
+
+  it('takes no more than its share, nor a slot another claim reserved meanwhile', () => {
+    const slots = new Slots(4, () => 0);
+    const capped = createClaims(slots, { executorId: 'x', maxSlots: 1, limited: unlimited });
+    expect(capped.handle.takeSlot()).toBe(true);
+    expect(capped.handle.takeSlot()).toBe(false);
+    capped.settle();
+    const claims = createClaims(slots, { executorId: 'x', maxSlots: Infinity, limited: unlimited });
+    slots.reserve(4); // a claim statement in flight
+    expect(claims.handle.takeSlot()).toBe(false);
+  });
+
+  it('leaves steps a configured limit applies to for the claim', () => {
+    const claims = createClaims(new Slots(4, () => 0), { executorId: 'x', maxSlots: Infinity, limited: (tool) => tool === 'llm.ask' });
+    expect(claims.handle.acquire('llm.ask', 'u')).toBeNull();
+    expect(claims.handle.acquire('core.echo', 'u')).toBeTypeOf('function');
   });
 });
