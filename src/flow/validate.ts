@@ -184,6 +184,12 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (isFork && s.join === name) issues.push({ path: `${at}.join`, message: `a fan-out cannot join at itself ("${name}")` });
 
   const hasTool = typeof s.tool === 'string';
+  if (hasTool && (s.tool as string).includes('{{')) {
+    issues.push({
+      path: `${at}.tool`,
+      message: `step "${name}": tool names are not templates ("${s.tool}"); name the tool literally, and use a branch to choose between tools`,
+    });
+  }
   let kind: StepKind;
   if (hasTool) kind = 'tool';
   else if (isFork) kind = 'fork';
@@ -260,6 +266,14 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
       issues.push({
         path: `${at}.${where}`,
         message: '"result" is this step\'s own result and is only available in output, conditions and forEach.items; use steps.NAME.result',
+      });
+    }
+    if (root === 'results' && (where === 'output' || (where === 'forEach.items' && hasTool))) {
+      issues.push({
+        path: `${at}.${where}`,
+        message:
+          `step "${name}": "results" (the joined fan-out's results) is only available in the join step's args, not in its ${where}, ` +
+          'which is resolved after the step ran; pass what it needs through the step\'s result (e.g. return it from the tool and use {{result}})',
       });
     }
     if (itemRoots.has(root)) usesItem = true;

@@ -244,3 +244,53 @@ describe('forEach', () => {
     expect((await getSteps(t, id)).map((s) => s.name)).toEqual(['each', 'report']);
   });
 });
+
+describe('{{results}} in the output of a join step', () => {
+  it('is refused at admission as invalid_flow at steps.NAME.output, before any step ran', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'fork',
+      steps: {
+        fork: { parallel: ['a', 'b'], join: 'merge' },
+        a: { tool: 'core.echo', args: { v: 'a' } },
+        b: { tool: 'core.echo', args: { v: 'b' } },
+        merge: { tool: 'core.echo', args: { n: 1 }, done: true, output: { all: '{{results}}' } },
+      },
+    });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    expect(wf.error).toMatchObject({ code: 'invalid_flow', issues: [{ path: 'steps.merge.output' }] });
+    expect(JSON.stringify(wf.error)).toMatch(/only available in the join step's args/);
+    expect(await getSteps(t, id)).toEqual([]);
+  });
+
+  it('its args carry the results and {{result}} in its output hands them on', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'fork',
+      steps: {
+        fork: { parallel: ['a', 'b'], join: 'merge' },
+        a: { tool: 'core.echo', args: { v: 'a' } },
+        b: { tool: 'core.echo', args: { v: 'b' } },
+        merge: { tool: 'core.echo', args: { all: '{{results}}' }, done: true, output: { joined: '{{result.all}}' } },
+      },
+    });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect(wf.output).toEqual({ joined: { a: { v: 'a' }, b: { v: 'b' } } });
+  });
+});
+
+describe('a templated tool name', () => {
+  it('is refused at admission as invalid_flow at steps.NAME.tool, not run as a tool of that literal name', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'call', steps: { call: { tool: '{{input.srv}}.echo', args: {}, done: true } } }, { srv: 'core' });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.error).toMatchObject({ code: 'invalid_flow', issues: [{ path: 'steps.call.tool' }] });
+    expect(JSON.stringify(wf.error)).toMatch(/tool names are not templates/);
+    expect(await getSteps(t, id)).toEqual([]);
+  });
+});
