@@ -11,11 +11,15 @@ export function registerTools(program: Command): void {
     .addHelpText('after', '\nExamples:\n  stepd tools\n  stepd tools --config ./stepd.config.json --json')
     .action(async (flags: { config?: string; json?: boolean }) => {
       // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
-      const { buildToolbox, loadToolConfig } = await import('../tools/toolbox.js');
+      const { buildToolbox, DEFAULT_CONFIG_FILE, loadToolConfig } = await import('../tools/toolbox.js');
       const { Secrets } = await import('../secrets.js');
       const secrets = new Secrets();
       const log = createLogger({ level: 'warn', secrets });
       const file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      if (file.path === undefined) {
+        // On stderr, so `--json` output stays one JSON document.
+        process.stderr.write(`no ${DEFAULT_CONFIG_FILE} found in ${process.cwd()}; showing the built-in tools only (use --config PATH)\n`);
+      }
       const toolbox = buildToolbox(file.config, file.path, log, { secrets });
       try {
         const tools = [];
@@ -30,7 +34,7 @@ export function registerTools(program: Command): void {
           }
         }
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify({ tools, failures }, null, 2)}\n`);
+          process.stdout.write(`${JSON.stringify({ config: file.path ?? null, tools, failures }, null, 2)}\n`);
         } else {
           for (const t of tools) {
             process.stdout.write(`${t.name}${t.description ? `  — ${t.description}` : ''}\n`);

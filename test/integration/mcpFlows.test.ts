@@ -10,6 +10,7 @@ import { createPermissionPolicy } from '../../src/tools/permissions.js';
 import { createMcpProviders } from '../../src/tools/mcp/index.js';
 import { startHttpMcpServer, type HttpMcpServer } from '../mcp-servers/http-server.js';
 import { callsOf, eventsOf, metaOf, stdioServerFixture, type StdioServerFixture } from '../mcp-servers/fixtures.js';
+import { TINY_PNG } from '../mcp-servers/tools.js';
 import { silentLogger } from '../tools/helpers.js';
 import { spawnStepd, waitForLog } from '../tools/stepdProcess.js';
 import {
@@ -101,6 +102,30 @@ describe('MCP tools in workflows', () => {
       'first line\nsecond line',
       { second: 2, score: 0.9, note: 'best is 2: first line\nsecond line' },
     ]);
+  });
+
+  it.each(['kb', 'web'])('stores text, an image and a resource link from one result, and templates read each (%s)', async (server) => {
+    const { t } = await setup();
+    const flow = {
+      start: 'fetch',
+      steps: {
+        fetch: { tool: `${server}.mixed`, next: 'use' },
+        use: { tool: 'core.echo', args: { mime: '{{steps.fetch.result.content[1].mimeType}}', link: '{{steps.fetch.result.content[2].uri}}' }, done: true },
+      },
+    };
+    const id = await insertWorkflow(t, flow, {}, { user: 'alice' });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    const steps = await getSteps(t, id);
+    expect(steps[0]?.result).toEqual({
+      text: 'a pixel and a link',
+      content: [
+        { type: 'text', text: 'a pixel and a link' },
+        { type: 'image', data: TINY_PNG, mimeType: 'image/png' },
+        { type: 'resource_link', uri: 'test://docs/1', name: 'doc-1', mimeType: 'text/plain', description: 'The first document' },
+      ],
+    });
+    expect(wf.output).toEqual({ mime: 'image/png', link: 'test://docs/1' });
   });
 
   it.each(['kb', 'web'])('fails the step on isError with the tool message, after one attempt only (%s)', async (server) => {

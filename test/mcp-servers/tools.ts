@@ -19,6 +19,9 @@ export interface TestToolOptions {
   crash?: () => void;
 }
 
+/** A 1×1 PNG, base64: the image `mixed` returns. */
+export const TINY_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
 function text(value: string) {
   return { content: [{ type: 'text' as const, text: value }] };
 }
@@ -55,6 +58,17 @@ export function registerTestTools(server: McpServer, state: TestToolState, optio
       return { content: parts.map((p) => ({ type: 'text' as const, text: p })) };
     },
   );
+
+  server.registerTool('mixed', { description: 'Returns text, a 1×1 PNG image and a resource link.' }, (extra) => {
+    record({ event: 'call', tool: 'mixed', meta: extra._meta });
+    return {
+      content: [
+        { type: 'text' as const, text: 'a pixel and a link' },
+        { type: 'image' as const, data: TINY_PNG, mimeType: 'image/png', _meta: { dropped: true } },
+        { type: 'resource_link' as const, uri: 'test://docs/1', name: 'doc-1', mimeType: 'text/plain', description: 'The first document' },
+      ],
+    };
+  });
 
   server.registerTool('fail', { description: 'Reports an error (isError).', inputSchema: { message: z.string().optional() } }, (args, extra) => {
     record({ event: 'call', tool: 'fail', args, meta: extra._meta });

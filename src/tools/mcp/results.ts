@@ -22,7 +22,13 @@ export interface CallSite {
 }
 
 /**
- * `structuredContent` if present, else the text parsed as JSON when it is JSON, else the text.
+ * A tools/call result as a step result (docs/mcp.md, "MCP results"):
+ * - `structuredContent` when present;
+ * - only text blocks: their text, joined by newlines, parsed as JSON when it is JSON, else the text;
+ * - any other block (image, audio, resource_link, resource, or a type stepd does not know):
+ *   `{text, content}`, `text` being the joined text blocks (null when none) and `content` every
+ *   block in order, as `contentBlock` maps it;
+ * - no content at all: null.
  * An `isError` result's text becomes the error message, redacted and cut to about 1 kB.
  */
 export function toStepResult(result: CallResultLike, site: CallSite, secrets?: Secrets): unknown {
@@ -36,10 +42,58 @@ export function toStepResult(result: CallResultLike, site: CallSite, secrets?: S
   }
   if (result.structuredContent !== undefined && result.structuredContent !== null) return result.structuredContent;
   if (!('content' in result) && 'toolResult' in result) return result.toolResult;
+  if (content.length === 0) return null;
   const texts = content.filter(isTextBlock);
-  if (texts.length === 0) return content.length === 0 ? null : content;
-  const text = texts.map((b) => b.text).join('\n');
-  return parseJsonText(text);
+  const joined = texts.map((b) => b.text).join('\n');
+  if (texts.length === content.length) return parseJsonText(joined);
+  return { text: texts.length === 0 ? null : joined, content: content.map(contentBlock) };
+}
+
+/** One MCP content block as stored in a step result (unknown fields, `_meta` and `annotations` dropped). */
+export type StoredBlock =
+  | { type: 'text'; text: string }
+  | { type: 'image' | 'audio'; data: string; mimeType: string }
+  | { type: 'resource_link'; uri: string; name: string; title?: string; mimeType?: string; description?: string }
+  | { type: 'resource'; resource: { uri: string; mimeType?: string; text?: string; blob?: string } }
+  | { type: string };
+
+/**
+ * One block in its MCP shape with only the fields listed in StoredBlock: a string field missing
+ * or of another type is left out (a required one as well, so a broken block stays visible); a
+ * block of a type stepd does not know keeps only its `type` (`"unknown"` when it has none).
+ */
+export function contentBlock(block: unknown): StoredBlock {
+  const b = isObject(block) ? block : {};
+  const type = typeof b.type === 'string' ? b.type : 'unknown';
+  switch (type) {
+    case 'text':
+      return { type, ...pick(b, ['text']) } as StoredBlock;
+    case 'image':
+    case 'audio':
+      return { type, ...pick(b, ['data', 'mimeType']) } as StoredBlock;
+    case 'resource_link':
+      return { type, ...pick(b, ['uri', 'name', 'title', 'mimeType', 'description']) } as StoredBlock;
+    case 'resource': {
+      const r = isObject(b.resource) ? b.resource : {};
+      return { type, resource: pick(r, ['uri', 'mimeType', 'text', 'blob']) } as StoredBlock;
+    }
+    default:
+      return { type };
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The listed fields of `from` that are strings, in the listed order. */
+function pick(from: Record<string, unknown>, keys: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) {
+    const v = from[k];
+    if (typeof v === 'string') out[k] = v;
+  }
+  return out;
 }
 
 function isTextBlock(block: unknown): block is { type: 'text'; text: string } {
