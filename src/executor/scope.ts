@@ -6,7 +6,7 @@
  */
 import type { CompiledStep } from '../flow/compiled.js';
 import { getStep } from '../flow/compiled.js';
-import { resolveTemplates, type TemplateScope } from '../flow/templates.js';
+import { FAILED_STEPS, resolveTemplates, type TemplateScope } from '../flow/templates.js';
 import {
   getForkItem,
   getForkRowAndAncestors,
@@ -57,6 +57,8 @@ export class ScopeBuilder {
       const steps: Record<string, { result: unknown }> = {};
       for (const [name, result] of results) steps[name] = { result };
       scope.steps = steps;
+      const missing = step.stepRefs.filter((name) => !results.has(name));
+      if (missing.length > 0) (scope as { [FAILED_STEPS]?: ReadonlySet<string> })[FAILED_STEPS] = await this.failedAmong(missing);
     } else {
       scope.steps = {};
     }
@@ -73,6 +75,19 @@ export class ScopeBuilder {
       if (t?.kind === 'forEach' && t.as) scope[t.as] = scope.item;
     }
     return scope;
+  }
+
+  /**
+   * Which of the steps a scope names but has no result for have a failed row: their templates
+   * then say the step failed. Read only when a named step has no result (one indexed statement).
+   */
+  private async failedAmong(names: string[]): Promise<ReadonlySet<string>> {
+    const { rows } = await this.db.query<{ name: string }>({
+      name: 'stepd_scope_failed_steps',
+      text: `SELECT DISTINCT name FROM workflow_steps WHERE workflow_id = $1 AND name = ANY($2::text[]) AND status = 'failed'`,
+      values: [this.wf.id, names],
+    });
+    return new Set(rows.map((r) => r.name));
   }
 
   /**

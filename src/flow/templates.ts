@@ -25,6 +25,13 @@ import { BudgetError, TEMPLATE_BUDGET_CHARS, measureJson } from './caps.js';
 /** The roots a template may start from: input, steps, result, item, index, results, error, workflow, … */
 export type TemplateScope = Record<string, unknown>;
 
+/**
+ * Where a scope may list the names of steps it refers to that failed (a `ReadonlySet<string>`):
+ * `{{steps.NAME…}}` on such a step then says it failed instead of "does not exist". A symbol, so
+ * it is never a template root, a condition variable, or part of a resolved value.
+ */
+export const FAILED_STEPS: unique symbol = Symbol('stepd.failedSteps');
+
 /** One template found by {@link templateRefs}. `root` has the seed's aliases normalized. */
 export interface TemplateRef {
   raw: string;
@@ -257,6 +264,7 @@ function lookup(part: TemplatePart, scope: TemplateScope): unknown {
       next = Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
     }
     if (next === undefined) {
+      if (k === 0 && expr.root === 'steps' && typeof seg === 'string') throw missingStep(raw, seg, scope);
       const label = expr.labels[k] as string;
       throw new TemplateError(`template "${raw}": "${label}" does not exist`, {
         template: raw,
@@ -267,6 +275,21 @@ function lookup(part: TemplatePart, scope: TemplateScope): unknown {
     value = next;
   }
   return value;
+}
+
+/**
+ * `{{steps.NAME…}}` for a step with no result here: it failed (the scope lists it under
+ * FAILED_STEPS, or it is the step whose error routed here), or it has not completed on this path.
+ */
+function missingStep(raw: string, name: string, scope: TemplateScope): TemplateError {
+  const failed = (scope as { [FAILED_STEPS]?: ReadonlySet<string> })[FAILED_STEPS];
+  const error = scope.error;
+  const routedFrom = typeof error === 'object' && error !== null && (error as { step?: unknown }).step === name;
+  const why =
+    failed?.has(name) === true || routedFrom
+      ? `step "${name}" failed and has no result${routedFrom ? ' (its error is {{error}})' : ''}`
+      : `step "${name}" has no result here: it has not completed on this path`;
+  return new TemplateError(`template "${raw}": ${why}`, { template: raw, segment: name, path: ['steps', name] });
 }
 
 /** What one resolution may still produce; sizes of substituted objects are measured once. */

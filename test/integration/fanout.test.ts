@@ -294,3 +294,25 @@ describe('a templated tool name', () => {
     expect(await getSteps(t, id)).toEqual([]);
   });
 });
+
+describe('a template naming a step that failed', () => {
+  it('fails the step that reads it with "failed and has no result", not "does not exist"', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'fork',
+      steps: {
+        fork: { parallel: ['elicit'], join: 'merge' },
+        elicit: { tool: 'core.fail', args: { message: 'declined', retryable: false }, onError: 'note' },
+        note: { tool: 'core.echo', args: { noted: '{{error.message}}' }, next: 'use' },
+        use: { tool: 'core.echo', args: { answer: '{{steps.elicit.result.answer}}' } },
+        merge: { tool: 'core.echo', args: { r: '{{results}}' } },
+      },
+    });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    const [use] = await rowsNamed(t, id, 'use');
+    expect(use!.status).toBe('failed');
+    expect(use!.error).toMatchObject({ code: 'template_error', message: 'template "{{steps.elicit.result.answer}}": step "elicit" failed and has no result' });
+  });
+});
