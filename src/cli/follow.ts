@@ -225,7 +225,7 @@ export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
     case 'step.failed':
       return `${step} failed${took}${attempt}: ${formatError(e.error)}`;
     case 'step.retrying':
-      return `${e.step ?? '?'} will retry: attempt ${e.attempt ?? '?'}${e.retryInMs !== undefined ? ` in ${formatDuration(e.retryInMs)}` : ''}`;
+      return `${e.step ?? '?'}${e.itemIndex !== undefined ? `[${e.itemIndex}]` : ''} will retry: attempt ${e.attempt ?? '?'}${e.retryInMs !== undefined ? ` in ${formatDuration(e.retryInMs)}` : ''}`;
     case 'step.waiting':
       return e.stepId
         ? `${step} waiting for approval → stepd approve ${e.stepId}   (reject: stepd approve ${e.stepId} --reject)`

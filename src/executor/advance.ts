@@ -136,7 +136,13 @@ export class Advance {
       case 'goto':
         return this.createStep(decision.to, pos, decision.error ? { error: decision.error } : {});
       case 'retry':
-        this.event('step.retrying', { stepId: origin.id, step: origin.name, attempt: origin.attempt + 1, retryInMs: decision.delayMs });
+        this.event('step.retrying', {
+          stepId: origin.id,
+          step: origin.name,
+          attempt: origin.attempt + 1,
+          retryInMs: decision.delayMs,
+          ...(origin.itemIndex !== null ? { itemIndex: origin.itemIndex } : {}),
+        });
         return this.queue({
           workflowId: this.wf.id,
           name: origin.name,

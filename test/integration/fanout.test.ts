@@ -1,5 +1,8 @@
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { EVENTS_CHANNEL, parseEvent, type StepdEvent } from '../../src/events.js';
+import { describeEvent } from '../../src/cli/follow.js';
+import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 const rowsNamed = async (t: TestSchema, id: string, name: string) => (await getSteps(t, id)).filter((s) => s.name === name);
 
@@ -314,5 +317,37 @@ describe('a template naming a step that failed', () => {
     const [use] = await rowsNamed(t, id, 'use');
     expect(use!.status).toBe('failed');
     expect(use!.error).toMatchObject({ code: 'template_error', message: 'template "{{steps.elicit.result.answer}}": step "elicit" failed and has no result' });
+  });
+});
+
+describe('a retry inside a forEach', () => {
+  it('announces step.retrying with the item index, so the line reads work[2] will retry', async () => {
+    const t = await createTestSchema();
+    const client = new pg.Client({ connectionString: t.url });
+    await client.connect();
+    onCleanup(() => client.end());
+    const events: StepdEvent[] = [];
+    client.on('notification', (msg) => {
+      const e = msg.payload ? parseEvent(msg.payload) : undefined;
+      if (e && e.schema === t.schema) events.push(e);
+    });
+    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'each',
+      steps: {
+        each: { forEach: { items: ['a', 'b', 'c'], step: 'work' }, mode: 'allSettled', join: 'report' },
+        work: { tool: 'core.fail', args: { message: 'down', retryable: true }, retry: { maxAttempts: 2, initial: '10ms', max: '20ms' } },
+        report: { tool: 'core.echo', args: { r: '{{results}}' } },
+      },
+    });
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    const retries = await waitFor(() => {
+      const found = events.filter((e) => e.type === 'step.retrying' && e.workflowId === id);
+      return found.length === 3 ? found : undefined;
+    }, 'three step.retrying events');
+    expect(retries.map((e) => e.itemIndex).sort()).toEqual([0, 1, 2]);
+    const line = describeEvent(retries.find((e) => e.itemIndex === 2)!);
+    expect(line).toMatch(/^work\[2\] will retry: attempt 2/);
   });
 });
