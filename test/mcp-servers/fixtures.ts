@@ -3,7 +3,10 @@
  * log, and a uniform view of what each server recorded, so a test can ask "what reached the
  * server" without caring how it is connected.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { StdioServerConfig } from '../../src/configFile.js';
 import { isAlive, readEvents, type LoggedEvent } from '../tools/helpers.js';
@@ -12,6 +15,54 @@ import type { TestEvent } from './tools.js';
 import { tempDirSync } from '../helpers/isolation.js';
 
 export const STDIO_SERVER_FILE = fileURLToPath(new URL('./stdio-server.ts', import.meta.url));
+export const HTTP_SERVER_FILE = fileURLToPath(new URL('./http-server.ts', import.meta.url));
+
+/** http-server.ts as a child process, so a test can kill it mid-call and start it again on the same port. */
+export interface HttpServerProcess {
+  url: string;
+  /** Every event of every process started so far, each with its pid (`start` first). */
+  events(): LoggedEvent[];
+  /** Kills the server process at once (SIGKILL: no goodbye to open connections); resolves once it exited. */
+  kill(): Promise<void>;
+  /** Starts a new server process on the same port (after kill). */
+  restart(): Promise<void>;
+  /** Kills the process if it still runs. */
+  close(): Promise<void>;
+}
+
+async function spawnHttpServer(logFile: string, port: number): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [HTTP_SERVER_FILE], {
+    env: { ...process.env, STEPD_TEST_LOG: logFile, STEPD_TEST_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const first = await Promise.race([once(lines, 'line'), once(child, 'exit').then(() => [undefined])]);
+  const url = first[0] as string | undefined;
+  if (!url) throw new Error('the HTTP MCP server process exited before printing its URL');
+  return { child, url };
+}
+
+export async function httpServerProcess(): Promise<HttpServerProcess> {
+  const logFile = join(tempDirSync('stepd-mcp-http-'), 'events.jsonl');
+  let { child, url } = await spawnHttpServer(logFile, 0);
+  const port = Number(new URL(url).port);
+  const kill = async (): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  };
+  return {
+    url,
+    events: () => readEvents(logFile),
+    kill,
+    restart: async () => {
+      await kill();
+      ({ child, url } = await spawnHttpServer(logFile, port));
+    },
+    close: kill,
+  };
+}
 
 export interface StdioServerFixture {
   /** The `mcpServers` entry: this Node running stdio-server.ts, logging to `logFile`. */

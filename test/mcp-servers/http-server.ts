@@ -1,8 +1,11 @@
 /**
  * A real MCP server over Streamable HTTP for tests, on 127.0.0.1 and a free port.
  * In-process: `const srv = await startHttpMcpServer()` → `{url, stats, dropSessions, close}`.
- * As a process: `node test/mcp-servers/http-server.ts` prints its URL on stdout.
+ * As a process: `node test/mcp-servers/http-server.ts` prints its URL on stdout; STEPD_TEST_PORT
+ * picks the port (to restart a killed server where it was) and, with STEPD_TEST_LOG set, it
+ * appends one JSON line per event to that file (`{"event":"start","pid":…}` first).
  */
+import { appendFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,6 +25,18 @@ export interface HttpMcpStats {
   sessionsOpen: number;
   /** Request headers of the latest initialize request. */
   lastHeaders: Record<string, string | string[] | undefined>;
+}
+
+export interface HttpMcpServerOptions {
+  /** The port to listen on (default: a free one). */
+  port?: number;
+  /** Also append every event, with this process's pid, to this file as a JSON line. */
+  logFile?: string;
+  /**
+   * The answer to a request naming a session the server does not know: 404 (the spec's answer,
+   * the default) or 400 "No valid session ID provided" (what the SDK's example servers send).
+   */
+  unknownSessionStatus?: 404 | 400;
 }
 
 export interface HttpMcpServer {
@@ -52,10 +67,14 @@ function reply(res: ServerResponse, status: number, message: string): void {
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
 }
 
-export async function startHttpMcpServer(): Promise<HttpMcpServer> {
+export async function startHttpMcpServer(options: HttpMcpServerOptions = {}): Promise<HttpMcpServer> {
   const stats: HttpMcpStats = { events: [], current: 0, max: 0, sessionsOpened: 0, sessionsOpen: 0, lastHeaders: {} };
+  const { logFile } = options;
   const state = {
-    record: (event: TestEvent) => stats.events.push(event),
+    record: (event: TestEvent) => {
+      stats.events.push(event);
+      if (logFile) appendFileSync(logFile, `${JSON.stringify({ ...event, pid: process.pid })}\n`);
+    },
     get current() {
       return stats.current;
     },
@@ -75,7 +94,9 @@ export async function startHttpMcpServer(): Promise<HttpMcpServer> {
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId);
-      if (!session) return reply(res, 404, 'unknown session');
+      if (!session) {
+        return options.unknownSessionStatus === 400 ? reply(res, 400, 'Bad Request: No valid session ID provided') : reply(res, 404, 'unknown session');
+      }
       return session.transport.handleRequest(req, res);
     }
     if (req.method !== 'POST') return reply(res, 400, 'no session');
@@ -108,7 +129,10 @@ export async function startHttpMcpServer(): Promise<HttpMcpServer> {
       else res.end();
     });
   });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(options.port ?? 0, '127.0.0.1', resolve);
+  });
   const { port } = http.address() as AddressInfo;
 
   const dropSessions = async (): Promise<void> => {
@@ -131,7 +155,9 @@ export async function startHttpMcpServer(): Promise<HttpMcpServer> {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const server = await startHttpMcpServer();
+  const port = process.env.STEPD_TEST_PORT ? Number(process.env.STEPD_TEST_PORT) : 0;
+  const server = await startHttpMcpServer({ port, ...(process.env.STEPD_TEST_LOG ? { logFile: process.env.STEPD_TEST_LOG } : {}) });
+  if (process.env.STEPD_TEST_LOG) appendFileSync(process.env.STEPD_TEST_LOG, `${JSON.stringify({ event: 'start', pid: process.pid })}\n`);
   process.stdout.write(`${server.url}\n`);
   const stop = () => {
     server.close().then(() => process.exit(0), () => process.exit(1));

@@ -13,12 +13,19 @@ import { isHttpServer, type McpServerConfig } from '../../configFile.js';
 import { StepError } from '../../errors.js';
 import { cutRemoteText, type Secrets } from '../../secrets.js';
 import { raceAbort, remoteMessage } from './results.js';
+import { watchedFetch } from './streamWatch.js';
 
 export interface Session {
   readonly client: Client;
   readonly id: number;
   /** The server's tools as last listed. */
   tools: Tool[];
+  /**
+   * Aborts, with a retryable `mcp_connection_lost` StepError as its reason, when the connection
+   * broke under a call (an HTTP server's answer stream dropped): calls pass it to the SDK so they
+   * fail at once instead of waiting for their timeout.
+   */
+  readonly lost: AbortSignal;
 }
 
 export interface McpConnectionOptions {
@@ -119,7 +126,8 @@ export class McpConnection {
     const id = this.#nextId++;
     const log = this.#log.child({ server: name, session: id });
     const client = new Client(clientInfo, { capabilities: {} });
-    const session: Session = { client, id, tools: [] };
+    const lost = new AbortController();
+    const session: Session = { client, id, tools: [], lost: lost.signal };
     // The SDK's errors carry the server's reply: only its redacted, cut message is logged.
     client.onerror = (err) => log.debug({ error: remoteMessage(err, this.#opts.secrets) }, 'mcp transport reported an error');
     client.onclose = () => {
@@ -131,7 +139,7 @@ export class McpConnection {
     const started = Date.now();
     this.#connecting.add(client);
     try {
-      await client.connect(this.#transport(log), { timeout: connectTimeoutMs });
+      await client.connect(this.#transport(log, (err) => this.#lost(session, lost, err)), { timeout: connectTimeoutMs });
       session.tools = await listAllTools(client, connectTimeoutMs);
     } catch (err) {
       await client.close().catch(() => undefined);
@@ -153,11 +161,34 @@ export class McpConnection {
     return session;
   }
 
-  #transport(log: Logger): Transport {
+  /**
+   * The server went away under a call: every call in flight on `session` fails now (through
+   * `session.lost`), the session is forgotten so the next call opens a new one, and one warn
+   * line says so.
+   */
+  #lost(session: Session, lost: AbortController, err: unknown): void {
+    if (lost.signal.aborted) return;
+    const { name, secrets } = this.#opts;
+    const message = remoteMessage(err, secrets);
+    lost.abort(
+      new StepError('mcp_connection_lost', `the connection to MCP server "${name}" was lost during the call: ${message}`, {
+        retryable: true,
+        details: { server: name },
+      }),
+    );
+    this.#log.warn({ server: name, session: session.id, error: message }, 'mcp connection lost during a call');
+    if (this.#current !== session) return;
+    this.#forget();
+    void this.#closeSession(session);
+  }
+
+  #transport(log: Logger, onDropped: (err: unknown) => void): Transport {
     const { server } = this.#opts;
     if (isHttpServer(server)) {
-      const opts = server.headers ? { requestInit: { headers: server.headers } } : {};
-      return new StreamableHTTPClientTransport(new URL(server.url), opts);
+      return new StreamableHTTPClientTransport(new URL(server.url), {
+        fetch: watchedFetch(onDropped),
+        ...(server.headers ? { requestInit: { headers: server.headers } } : {}),
+      });
     }
     const transport = new StdioClientTransport({
       command: server.command,
@@ -218,11 +249,11 @@ export class McpConnection {
 }
 
 /** tools/list, following pagination cursors. */
-export async function listAllTools(client: Client, timeoutMs: number): Promise<Tool[]> {
+export async function listAllTools(client: Client, timeoutMs: number, signal?: AbortSignal): Promise<Tool[]> {
   const tools: Tool[] = [];
   let cursor: string | undefined;
   do {
-    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs });
+    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, ...(signal ? { signal } : {}) });
     tools.push(...page.tools);
     cursor = page.nextCursor;
   } while (cursor);

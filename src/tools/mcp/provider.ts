@@ -8,7 +8,7 @@ import { StepError } from '../../errors.js';
 import type { Secrets } from '../../secrets.js';
 import type { ToolContext, ToolInfo, ToolProvider } from '../tool.js';
 import { listAllTools, McpConnection, type Session } from './connection.js';
-import { abortedError, classifyMcpError, toStepResult, type CallSite } from './results.js';
+import { abortedError, classifyMcpError, isSessionExpired, toStepResult, type CallSite } from './results.js';
 
 export interface McpProviderOptions {
   log: Logger;
@@ -38,6 +38,15 @@ export interface StepdCallMeta {
   user: string | null;
   idempotencyKey: string;
   [key: string]: unknown;
+}
+
+/** Thrown inside a session when the server no longer knows it: the call is sent once more on a new session. */
+class SessionExpired extends Error {
+  readonly error: StepError;
+  constructor(error: StepError) {
+    super(error.message);
+    this.error = error;
+  }
 }
 
 export class McpServerProvider implements ToolProvider {
@@ -80,11 +89,13 @@ export class McpServerProvider implements ToolProvider {
       user: ctx.user,
       idempotencyKey: ctx.idempotencyKey,
     };
-    return this.#connection.use(async (session) => {
+    return this.#withSession(async (session) => {
+      // The step's own signal, or the connection breaking under the call: whichever comes first.
+      const signal = AbortSignal.any([ctx.signal, session.lost]);
       try {
-        await this.#requireTool(session, tool);
+        await this.#requireTool(session, tool, signal);
         const result = await session.client.callTool({ name: tool, arguments: toolArgs, _meta: meta }, undefined, {
-          signal: ctx.signal,
+          signal,
           timeout: this.#callTimeoutMs,
         });
         return toStepResult(result, site, this.#secrets);
@@ -94,11 +105,29 @@ export class McpServerProvider implements ToolProvider {
     }, ctx.signal);
   }
 
+  /**
+   * Runs `fn` on the shared session. When the server answers that it does not know the session
+   * (it restarted, or expired it), that session is dropped and `fn` runs once more on a new one:
+   * the server refused the request without running it, so sending it again is safe.
+   */
+  async #withSession<T>(fn: (session: Session) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    try {
+      return await this.#connection.use(fn, signal);
+    } catch (err) {
+      if (!(err instanceof SessionExpired)) throw err;
+    }
+    try {
+      return await this.#connection.use(fn, signal);
+    } catch (err) {
+      throw err instanceof SessionExpired ? err.error : err;
+    }
+  }
+
   async list(): Promise<ToolInfo[]> {
     const site: CallSite = { server: this.prefix, tool: 'tools/list' };
-    return this.#connection.use(async (session) => {
+    return this.#withSession(async (session) => {
       try {
-        session.tools = await listAllTools(session.client, this.#listTimeoutMs);
+        session.tools = await listAllTools(session.client, this.#listTimeoutMs, session.lost);
       } catch (err) {
         throw this.#failure(err, session, site, undefined);
       }
@@ -124,9 +153,9 @@ export class McpServerProvider implements ToolProvider {
   }
 
   /** Checks `tool` against the cached list, listing again once in case the server's tools changed. */
-  async #requireTool(session: Session, tool: string): Promise<void> {
+  async #requireTool(session: Session, tool: string, signal: AbortSignal): Promise<void> {
     if (session.tools.some((t) => t.name === tool)) return;
-    session.tools = await listAllTools(session.client, this.#listTimeoutMs);
+    session.tools = await listAllTools(session.client, this.#listTimeoutMs, signal);
     if (session.tools.some((t) => t.name === tool)) return;
     const names = session.tools.map((t) => t.name).sort();
     throw new StepError(
@@ -136,10 +165,16 @@ export class McpServerProvider implements ToolProvider {
     );
   }
 
-  #failure(err: unknown, session: Session, site: CallSite, signal: AbortSignal | undefined): StepError {
+  #failure(err: unknown, session: Session, site: CallSite, signal: AbortSignal | undefined): Error {
     if (err instanceof StepError) return err;
     if (signal?.aborted) return abortedError(signal);
+    // The SDK wraps an abort reason in an McpError: the connection's own error says what happened.
+    if (session.lost.aborted && session.lost.reason instanceof StepError) return session.lost.reason;
     const { error, reset } = classifyMcpError(err, site, this.#secrets);
+    if (isSessionExpired(err)) {
+      this.#connection.discard(session, `the server no longer knows the session (HTTP ${(err as { code?: number }).code ?? '?'}); opening a new one`);
+      return new SessionExpired(error);
+    }
     if (reset) this.#connection.discard(session, error.message);
     return error;
   }

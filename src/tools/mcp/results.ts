@@ -157,6 +157,17 @@ export function classifyMcpError(err: unknown, site: CallSite, secrets?: Secrets
   return { error: transportError(`MCP server "${site.server}" could not be reached during ${name}: ${remote}`, details), reset: true };
 }
 
+/**
+ * True for an HTTP answer that means the server no longer knows the session: 404 (the Streamable
+ * HTTP spec's answer for an expired or unknown session id) or a 400 that names the session (what
+ * many servers, the SDK's examples among them, answer: "No valid session ID provided"). The
+ * server refused the request before running it, so it is safe to send again on a new session.
+ */
+export function isSessionExpired(err: unknown): boolean {
+  if (!(err instanceof StreamableHTTPError)) return false;
+  return err.code === 404 || (err.code === 400 && /session/i.test(err.message));
+}
+
 function transportError(message: string, details: unknown): StepError {
   // No `cause`: the SDK's error holds the server's whole reply, which must not be logged.
   return new StepError('mcp_transport', message, { retryable: true, details });
