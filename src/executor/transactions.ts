@@ -21,7 +21,6 @@ import {
   type AdmittedWorkflow,
   type FinishValues,
   type FinishedStep,
-  type Queryable,
 } from '../db/queries.js';
 import type { ClientsConfig } from '../configFile.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
@@ -29,6 +28,9 @@ import { admissionProblem, storableIssues, storableText } from '../flow/caps.js'
 import { decideActingUser } from '../security/actAs.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
+import { HEAVY_OUTCOME_STATEMENTS, HeavyOutcome, OutcomeBudget } from './outcomeBudget.js';
+
+export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
 import { TxWriter, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
 import type { WorkflowCache, WorkflowInfo } from './workflowCache.js';
 
@@ -76,41 +78,6 @@ export interface FinishInput {
    * outcomes whose settling is heavy, and hands them back in TxResult.deferred.
    */
   alone?: boolean;
-}
-
-/**
- * Statements one outcome may run (its advance: reads, fan-out bookkeeping) inside a shared
- * batch. Settling M nested forks runs about 3·M; past this, the outcome is recorded alone.
- */
-export const HEAVY_OUTCOME_STATEMENTS = 200;
-
-/** An outcome ran past the statement budget of a shared batch: the batch is redone without its workflow. */
-class HeavyOutcome extends Error {
-  readonly code = 'heavy_outcome';
-  readonly retryable = true;
-  constructor(readonly workflowId: string) {
-    super(`settling an outcome of workflow ${workflowId} runs more than ${HEAVY_OUTCOME_STATEMENTS} statements`);
-  }
-}
-
-/** The transaction's client as Advance sees it: counts each outcome's statements against a budget. */
-class OutcomeBudget implements Queryable {
-  private used = 0;
-  private workflowId = '';
-  constructor(
-    private readonly client: Queryable,
-    private readonly budget: number,
-  ) {}
-
-  start(workflowId: string): void {
-    this.used = 0;
-    this.workflowId = workflowId;
-  }
-
-  query<R = any>(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: R[]; rowCount: number | null }> {
-    if (++this.used > this.budget) return Promise.reject(new HeavyOutcome(this.workflowId));
-    return this.client.query<R>(config);
-  }
 }
 
 /** PostgreSQL refused a JSON value: `\u0000` in a string (22P05) or a lone surrogate (22P02). */

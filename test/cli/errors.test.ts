@@ -4,23 +4,14 @@
  */
 import { spawn } from 'node:child_process';
 import { readdir } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTestSchema } from '../helpers/db.js';
+import { freePort } from '../helpers/ports.js';
 import { EXAMPLES, ROOT, childEnv, envFor, runCli, tempDir, writeJson, TEST_DATABASE_URL } from './helpers.js';
 
 /** A local port nothing listens on. */
-async function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+const closedPort = freePort;
 
 describe('stepd validate', () => {
   it('accepts every example (exit 0)', async () => {

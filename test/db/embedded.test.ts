@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/ports.js';
 import { ConfigError } from '../../src/errors.js';
 import {
   ensureEmbeddedPostgres,
@@ -46,16 +47,6 @@ async function newDataDir(): Promise<string> {
   return dataDir;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });

@@ -14,7 +14,6 @@
 import { readFileSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { mkdtemp } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -63,17 +62,9 @@ process.once('exit', () => {
   }
 });
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './ports.js';
+
+export { freePort };
 
 export async function startPrivateCluster(opts: { database?: string } = {}): Promise<PrivateCluster> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'stepd-private-pg-'));

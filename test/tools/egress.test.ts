@@ -10,6 +10,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
+import { freePort } from '../helpers/ports.js';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.js';
@@ -45,13 +46,7 @@ async function countingServer(host = '127.0.0.1'): Promise<{ port: number; conne
 }
 
 /** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const probe: Server = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
+const closedPort = freePort;
 
 const resolverFor =
   (table: Record<string, string[]>) =>
