@@ -77,7 +77,17 @@ const fileSchema = z.strictObject({
   http: httpPolicySchema.optional(),
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
+  /** Checked by parseApi (its keys are secrets: no issue may name them). */
+  api: z.unknown().optional(),
 });
+
+/** The shortest bearer token `api.tokens` accepts. */
+export const MIN_API_TOKEN_LENGTH = 16;
+
+/** The HTTP API's bearer tokens, each mapped to the user it acts as (`"${OPS_TOKEN}": "alice"`). */
+export interface ApiConfig {
+  tokens?: Record<string, string>;
+}
 
 export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
 export type HttpServerConfig = z.infer<typeof httpServerSchema>;
@@ -95,6 +105,7 @@ export interface StepdFileConfig {
   http?: HttpPolicyConfig;
   clients?: ClientsConfig;
   caps?: CapsConfig;
+  api?: ApiConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {
@@ -148,10 +159,42 @@ export function parseConfigFile(json: unknown, env: Env = process.env, source = 
     const server = parseServer(name, raw, ['mcpServers', name], issues);
     if (server) servers[name] = server;
   }
+  const api = isPlainObject(expanded) && 'api' in expanded ? parseApi(expanded.api, issues, secrets) : undefined;
   if (!parsed.success || issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
 
-  const { mcpServers, ...rest } = parsed.data;
-  return mcpServers ? { ...rest, mcpServers: servers } : rest;
+  const { mcpServers, api: _rawApi, ...rest } = parsed.data;
+  return { ...rest, ...(mcpServers ? { mcpServers: servers } : {}), ...(api ? { api } : {}) };
+}
+
+/**
+ * `"api": {"tokens": {"TOKEN": "user"}}`. Tokens are secrets: every one goes to `secrets`, and
+ * no issue names one (paths stop at `api.tokens`; a bad entry is named by its user).
+ */
+function parseApi(raw: unknown, issues: Issue[], secrets: Secrets | undefined): ApiConfig | undefined {
+  if (raw === undefined) return undefined;
+  if (!isPlainObject(raw)) {
+    issues.push({ path: 'api', message: 'expected an object like {"tokens": {"${OPS_TOKEN}": "alice"}}' });
+    return undefined;
+  }
+  for (const key of Object.keys(raw)) if (key !== 'tokens') issues.push({ path: formatPath(['api', key]), message: 'unknown key' });
+  if (raw.tokens === undefined) return {};
+  if (!isPlainObject(raw.tokens)) {
+    issues.push({ path: 'api.tokens', message: 'expected an object mapping each token to a user: {"${OPS_TOKEN}": "alice"}' });
+    return undefined;
+  }
+  const tokens: Record<string, string> = {};
+  for (const [token, user] of Object.entries(raw.tokens)) {
+    secrets?.add(token);
+    const who = typeof user === 'string' && user ? `the token of user ${JSON.stringify(user)}` : 'a token';
+    if (typeof user !== 'string' || !user.trim()) {
+      issues.push({ path: 'api.tokens', message: `${who} must map to a user name (a non-empty string)` });
+    } else if (token.length < MIN_API_TOKEN_LENGTH) {
+      issues.push({ path: 'api.tokens', message: `${who} is shorter than ${MIN_API_TOKEN_LENGTH} characters; use a long random value from the environment ("\${OPS_TOKEN}")` });
+    } else {
+      tokens[token] = user;
+    }
+  }
+  return { tokens };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -208,8 +251,14 @@ function expandEnv(value: unknown, env: Env, path: PathPart[], issues: Issue[], 
   }
   if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, i], issues, secrets));
   if (typeof value === 'object' && value !== null) {
+    // The keys of api.tokens are the tokens themselves: expanded too (`"${OPS_TOKEN}": "alice"`).
+    const keysAreValues = path.length === 2 && path[0] === 'api' && path[1] === 'tokens';
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, [...path, k], issues, secrets);
+    for (const [k, v] of Object.entries(value)) {
+      const key = keysAreValues ? (expandEnv(k, env, path, issues, secrets) as string) : k;
+      if (keysAreValues && Object.hasOwn(out, key)) issues.push({ path: formatPath(path), message: 'two entries expand to the same token' });
+      out[key] = expandEnv(v, env, keysAreValues ? path : [...path, k], issues, secrets);
+    }
     return out;
   }
   return value;
