@@ -9,3 +9,5 @@ export * from './queries/steps.js';
 export * from './queries/fanouts.js';
 export * from './queries/signals.js';
 export * from './queries/executors.js';
+export * from './queries/progress.js';
+export * from './queries/flows.js';

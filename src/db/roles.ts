@@ -2,8 +2,8 @@
  * The two roles of a schema's trust boundary and what each may do (DESIGN.md §7):
  *   <schema>_executor — everything the executor needs on stepd's tables;
  *   <schema>_client   — exactly the SQL contract: insert workflows, read both tables, the guarded
- *                       updates (cancel, edit a new workflow, ready a pending step), delete
- *                       finished workflows. The guard triggers decide which rows and values.
+ *                       updates (cancel, redrive, edit a new workflow, ready a pending step),
+ *                       delete finished workflows, read the flow registry and add versions. The guard triggers decide which rows and values.
  * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
  * `<schema>_executor`. The statements here are idempotent; they name only validated identifiers.
  */
@@ -44,8 +44,11 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     // `stepd start` runs the migrator, which only reads the log when nothing is pending.
     `GRANT SELECT ON ${t('stepd_migrations')} TO ${ident(r.executor)}`,
     `GRANT SELECT ON ${t('workflows')}, ${t('workflow_steps')} TO ${ident(r.client)}`,
-    `GRANT INSERT (name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
-    `GRANT UPDATE (status, name, flow, input, created_by, key) ON ${t('workflows')} TO ${ident(r.client)}`,
+    `GRANT INSERT (name, flow, flow_version, input, created_by, key, start_at) ON ${t('workflows')} TO ${ident(r.client)}`,
+    `GRANT UPDATE (status, name, flow, flow_version, input, created_by, key, start_at) ON ${t('workflows')} TO ${ident(r.client)}`,
+    // The flow registry: clients read it and add versions (numbered and stamped by a trigger).
+    `GRANT SELECT ON ${t('flows')} TO ${ident(r.client)}`,
+    `GRANT INSERT (name, flow, created_by) ON ${t('flows')} TO ${ident(r.client)}`,
     `GRANT DELETE ON ${t('workflows')} TO ${ident(r.client)}`,
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
   ];

@@ -25,6 +25,17 @@ export interface WorkflowRow {
   cancelled_at: Date | null;
   deadline_at: Date | null;
   step_count: number;
+  /** The registered flow version this workflow runs (null for an inline flow). */
+  flow_version: number | null;
+  /** Not admitted before this time (`stepd run --at`). */
+  start_at: Date | null;
+  /** A sub-workflow's parent workflow and the parent's step that waits for it. */
+  parent_id: string | null;
+  parent_step_id: string | null;
+  depth: number;
+  /** Set by the guard when a client redrives a failed workflow; cleared by the executor. */
+  redrive_requested_at: Date | null;
+  redrives: number;
 }
 
 export interface StepRow {

@@ -34,6 +34,13 @@ function workflow(over: Partial<WorkflowRow> = {}): WorkflowRow {
     cancelled_at: null,
     deadline_at: null,
     step_count: 5,
+    flow_version: null,
+    start_at: null,
+    parent_id: null,
+    parent_step_id: null,
+    depth: 0,
+    redrive_requested_at: null,
+    redrives: 0,
     ...over,
   };
 }

@@ -103,7 +103,7 @@ describe('the guard refuses every external write outside the contract, naming th
   it('refuses a workflow inserted with a status other than new, or with executor columns set', async () => {
     const t = await createTestSchema();
     await refused(t.q(`INSERT INTO stepd.workflows (name, flow, status) VALUES ('x', '{}', 'running')`), /must be inserted with status 'new'/);
-    await refused(t.q(`INSERT INTO stepd.workflows (name, flow, output) VALUES ('x', '{}', '{}')`), /may set only name, flow, input, created_by and key/);
+    await refused(t.q(`INSERT INTO stepd.workflows (name, flow, output) VALUES ('x', '{}', '{}')`), /may set only name, flow, flow_version, input, created_by, key and start_at/);
   });
 
   it('refuses inserting a step', async () => {
@@ -158,10 +158,19 @@ describe('the guard refuses every external write outside the contract, naming th
     await refused(t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [wf]), /already completed; only new or running workflows can be cancelled/);
   });
 
-  it('refuses setting a workflow to a status other than cancelled', async () => {
+  it('refuses setting a workflow to a status other than cancelled, or running when it has not failed', async () => {
     const t = await createTestSchema();
     const wf = await insertWorkflow(t, GATE_FLOW);
-    await refused(t.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1`, [wf]), /can only be set to 'cancelled'/);
+    await refused(t.q(`UPDATE stepd.workflows SET status = 'completed' WHERE id = $1`, [wf]), /can only be set to 'cancelled'/);
+    await refused(t.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1`, [wf]), /is new; only a failed workflow can be redriven/);
+  });
+
+  it('refuses a new workflow that sets the executor-only sub-workflow or redrive columns', async () => {
+    const t = await createTestSchema();
+    const wf = await insertWorkflow(t, GATE_FLOW);
+    await refused(t.q(`INSERT INTO stepd.workflows (name, flow, parent_id, parent_step_id) VALUES ('x', '{}', $1, 1)`, [wf]), /may set only/);
+    await refused(t.q(`INSERT INTO stepd.workflows (name, flow, depth) VALUES ('x', '{}', 3)`), /may set only/);
+    await refused(t.q(`UPDATE stepd.workflows SET redrive_requested_at = now() WHERE id = $1`, [wf]), /may not be changed that way/);
   });
 
   it('refuses setting cancelled_at without cancelling, on a new or running workflow', async () => {
