@@ -126,13 +126,14 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
   };
 }
 
-interface Node {
+export interface StepNode {
   step: StepView;
   /** Rows this step created as a fan-out, grouped by branch / item. */
-  branches: { index: number | null; steps: Node[] }[];
+  branches: { index: number | null; steps: StepNode[] }[];
 }
 
-function buildTree(steps: StepView[]): Node[] {
+/** The rows as a tree: fan-out children under their fork row, grouped by branch / item. */
+export function buildTree(steps: StepView[]): StepNode[] {
   const byFanout = new Map<string, StepView[]>();
   for (const s of steps) {
     if (s.fanoutId === null) continue;
@@ -141,7 +142,7 @@ function buildTree(steps: StepView[]): Node[] {
     byFanout.set(s.fanoutId, list);
   }
   const known = new Set(steps.map((s) => s.id));
-  const node = (step: StepView): Node => {
+  const node = (step: StepView): StepNode => {
     const children = byFanout.get(step.id) ?? [];
     const groups = new Map<number | null, StepView[]>();
     for (const c of children) {
@@ -213,7 +214,7 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
       for (const i of issues as { path?: string; message?: string }[]) lines.push(`    ${i.path || '(flow)'}: ${i.message}`);
     }
   }
-  const walk = (nodes: Node[], prefix: string) => {
+  const walk = (nodes: StepNode[], prefix: string) => {
     nodes.forEach((n, i) => {
       const last = i === nodes.length - 1;
       lines.push(`${prefix}${last ? '└─ ' : '├─ '}${label(n.step)}  ${describeStep(n.step, now)}`);
