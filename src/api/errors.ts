@@ -1,0 +1,116 @@
+/**
+ * Errors of the workflow operations (src/api/operations.ts), as data: a stable `code` that the
+ * MCP server and the dashboard map to their own error shapes, the CLI's wording as `message`,
+ * and `details` for a program. The wording lives in the message builders below, shared with the
+ * CLI, so a refusal reads the same from `stepd approve`, an MCP tool and a dashboard button.
+ */
+import type { FlowIssue } from '../flow/spec.js';
+
+export type OperationErrorCode =
+  /** The workflow or step does not exist. */
+  | 'not_found'
+  /** A malformed argument (an id that is not a number, input that is not an object…). */
+  | 'invalid_input'
+  /** The flow has issues; `details.issues` lists them with their paths. */
+  | 'invalid_flow'
+  /** The user may not do this (a tool the flow calls, a gate's approvers). */
+  | 'permission_denied'
+  /** The row is not in a state that allows it (approving a step that is not pending…). */
+  | 'refused'
+  /** The operation needs something this database or build does not have yet. */
+  | 'not_supported'
+  /** The database cannot be reached; trying again later may work. */
+  | 'unavailable'
+  /** Anything else (a bug): the message says what happened. */
+  | 'internal';
+
+export class OperationError extends Error {
+  readonly code: OperationErrorCode;
+  readonly retryable: boolean;
+  readonly details: unknown;
+
+  constructor(code: OperationErrorCode, message: string, options: { details?: unknown; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OperationError';
+    this.code = code;
+    this.retryable = code === 'unavailable';
+    this.details = options.details;
+  }
+
+  toJSON(): { code: string; message: string; retryable: boolean; details?: unknown } {
+    return { code: this.code, message: this.message, retryable: this.retryable, ...(this.details !== undefined ? { details: this.details } : {}) };
+  }
+}
+
+/** The HTTP status for an error code (for the dashboard's JSON answers). */
+export function httpStatusFor(code: OperationErrorCode): number {
+  switch (code) {
+    case 'not_found':
+      return 404;
+    case 'invalid_input':
+    case 'invalid_flow':
+      return 400;
+    case 'permission_denied':
+      return 403;
+    case 'refused':
+      return 409;
+    case 'not_supported':
+      return 501;
+    case 'unavailable':
+      return 503;
+    case 'internal':
+      return 500;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wording shared with the CLI.
+
+export function workflowNotFoundMessage(id: string, schema: string): string {
+  return `workflow ${id} does not exist in schema "${schema}" (list them with: stepd list)`;
+}
+
+export function stepNotFoundMessage(id: string, schema: string): string {
+  return `step ${id} does not exist in schema "${schema}" (see the step ids with: stepd status WORKFLOW_ID)`;
+}
+
+/** Why a step that is not pending cannot be approved or rejected (`verb`). */
+export function stepNotPendingMessage(
+  step: { id: string; name: string; workflow_id: string; status: string; workflow_status: string; readied_at: Date | null; readied_by: string | null },
+  verb: 'approved' | 'rejected',
+): string {
+  const what = `step ${step.id} (${step.name}, workflow ${step.workflow_id})`;
+  const why =
+    step.status === 'cancelled' ? `${what} was cancelled (the workflow is ${step.workflow_status})` :
+    step.status === 'ready' && step.readied_at ? `${what} was already readied${step.readied_by ? ` by ${step.readied_by}` : ''}` :
+    `${what} is ${step.status}`;
+  return `${why}; only a pending step can be ${verb}`;
+}
+
+export function workflowNotActiveMessage(wf: { id: string; name: string; status: string }): string {
+  return `workflow ${wf.id} (${wf.name}) is already ${wf.status}; only a new or running workflow can be cancelled`;
+}
+
+export function workflowNotFailedMessage(wf: { id: string; name: string; status: string }): string {
+  return `workflow ${wf.id} (${wf.name}) is ${wf.status}; only a failed workflow can be retried`;
+}
+
+/** `what` names the flow: a file name, `the flow`, `flow "NAME"`. */
+export function invalidFlowMessage(what: string, issues: readonly FlowIssue[]): string {
+  return `${what} is not a valid flow (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
+}
+
+export function keyTakenMessage(key: string): string {
+  return `could not start the workflow: key ${JSON.stringify(key)} is taken but its workflow was not found`;
+}
+
+export function idMessage(text: string, what: string): string {
+  return `${what} must be a positive whole number (got ${JSON.stringify(text)})`;
+}
+
+/** A positive bigint id as text, or an `invalid_input` error naming the argument. */
+export function parseIdOrFail(text: string | number, what: string): string {
+  const trimmed = String(text).trim();
+  if (!/^[1-9]\d{0,18}$/.test(trimmed)) throw new OperationError('invalid_input', idMessage(String(text), what));
+  return trimmed;
+}

@@ -1,0 +1,335 @@
+/**
+ * The workflow operations as a given user, for the MCP server and the dashboard: each writes
+ * exactly what the SQL contract allows (src/db/contract.ts) on a client connection, so the
+ * database's guards apply and record who wrote. The user is the caller's name: it becomes a new
+ * workflow's `created_by` (the user its steps run as) and an approval's `readied_by`.
+ *
+ * Permissions, checked here before writing: a user may start only a flow whose tools they may
+ * all call (config `permissions`), and may approve or reject a gate only when its
+ * `approval.approvers` (if any) name them. Errors are OperationErrors with the CLI's wording.
+ */
+import type { Kysely } from 'kysely';
+import type pg from 'pg';
+import { buildStatusView, type StatusView } from '../cli/statusView.js';
+import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep } from '../db/contract.js';
+import { isConnectionError } from '../db/connect.js';
+import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
+import type { Database, WorkflowStatus } from '../db/tables.js';
+import type { Caps } from '../flow/caps.js';
+import { compileFlow } from '../flow/validate.js';
+import type { FlowIssue } from '../flow/spec.js';
+import type { PermissionPolicy } from '../tools/permissions.js';
+import type { ToolInfo } from '../tools/tool.js';
+import {
+  OperationError,
+  invalidFlowMessage,
+  keyTakenMessage,
+  parseIdOrFail,
+  stepNotFoundMessage,
+  stepNotPendingMessage,
+  workflowNotActiveMessage,
+  workflowNotFoundMessage,
+} from './errors.js';
+import { gateInfo, mayApprove, toolsCalledBy } from './flowAccess.js';
+import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+
+export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
+export const DEFAULT_LIST_LIMIT = 20;
+export const MAX_LIST_LIMIT = 1000;
+
+export interface OperationsDeps {
+  /** A client pool (no executor marker): writes go through the guards. */
+  pool: pg.Pool;
+  db: Kysely<Database>;
+  /** The schema, for messages. */
+  schema: string;
+  /** The config's tool permissions; without them every tool is allowed. */
+  permissions?: PermissionPolicy;
+  /** The operator's caps, for validation. */
+  caps?: Readonly<Caps>;
+  /** The tools the daemon can call (built-ins and configured MCP servers), for listTools. */
+  listTools?: () => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
+}
+
+export interface StartWorkflowInput {
+  /** The workflow's name (with no `flow`: the registered flow of that name). */
+  name: string;
+  /** The flow JSON (either form), or its text. */
+  flow?: unknown;
+  input?: unknown;
+  /** Idempotency key: an existing workflow with this key is returned instead of starting another. */
+  key?: string;
+}
+
+export interface StartedWorkflow {
+  workflowId: string;
+  name: string;
+  status: WorkflowStatus;
+  /** False when a workflow with the key existed already (nothing was started). */
+  created: boolean;
+}
+
+export interface WaitingGate {
+  stepId: string;
+  name: string;
+  message?: string;
+  approvers?: string[];
+  since: string;
+  expiresAt: string | null;
+}
+
+export interface WorkflowDetails {
+  workflow: StatusView['workflow'];
+  steps: StatusView['steps'];
+  waiting: WaitingGate[];
+}
+
+export interface ReadiedStep {
+  stepId: string;
+  workflowId: string;
+  name: string;
+  status: string;
+  result: unknown;
+  readiedBy: string | null;
+  readiedAt: string | null;
+}
+
+export interface ValidationResult {
+  valid: boolean;
+  /** Number of steps, when valid. */
+  steps?: number;
+  issues: FlowIssue[];
+}
+
+export class Operations {
+  readonly #deps: OperationsDeps;
+
+  constructor(deps: OperationsDeps) {
+    this.#deps = deps;
+  }
+
+  /** Inserts a workflow as `user` (its created_by), after validating the flow and the user's tool permissions. */
+  async startWorkflow(user: string, args: StartWorkflowInput): Promise<StartedWorkflow> {
+    const name = typeof args.name === 'string' ? args.name.trim() : '';
+    if (!name) throw new OperationError('invalid_input', 'name must not be empty');
+    const input = args.input === undefined ? {} : args.input;
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+      throw new OperationError('invalid_input', `input must be a JSON object, like {"topic": "AI safety"} (got ${JSON.stringify(input)})`);
+    }
+    if (args.flow === undefined || args.flow === null) {
+      throw new OperationError(
+        'not_supported',
+        `starting a registered flow by name ("${name}") needs the flow registry, which this stepd does not have yet; pass the flow itself in "flow"`,
+      );
+    }
+    const flow = parseFlowArg(args.flow);
+    const compiled = compileFlow(flow, this.#caps());
+    if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage('the flow', compiled.issues), { details: { issues: compiled.issues } });
+    this.#checkTools(user, toolsCalledBy(compiled.flow));
+
+    return this.#db(async () => {
+      const key = args.key === undefined || args.key === '' ? null : args.key;
+      const created = await insertWorkflow(this.#deps.pool, { name, flow, input: input as Record<string, unknown>, createdBy: user, key });
+      if (created) return { workflowId: String(created.id), name: created.name, status: created.status, created: true };
+      const existing = await getWorkflowByKey(this.#deps.db, key!);
+      if (!existing) throw new OperationError('refused', keyTakenMessage(key!));
+      return { workflowId: String(existing.id), name: existing.name, status: existing.status, created: false };
+    });
+  }
+
+  /** A workflow, its steps (every attempt) and the gates waiting for someone. */
+  async getWorkflow(_user: string, args: { workflowId: string | number }): Promise<WorkflowDetails> {
+    const id = parseIdOrFail(args.workflowId, 'workflow id');
+    return this.#db(async () => {
+      const wf = await getWorkflow(this.#deps.db, id);
+      if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
+      const view = buildStatusView(wf, await getWorkflowSteps(this.#deps.db, id));
+      const waiting = view.waiting.map((w): WaitingGate => {
+        const gate = gateInfo(wf.flow, w.name);
+        return {
+          stepId: w.stepId,
+          name: w.name,
+          ...(gate.message !== undefined ? { message: gate.message } : {}),
+          ...(gate.approvers !== undefined ? { approvers: gate.approvers } : {}),
+          since: w.since,
+          expiresAt: w.expiresAt,
+        };
+      });
+      return { workflow: view.workflow, steps: view.steps, waiting };
+    });
+  }
+
+  /** Recent workflows, newest first. */
+  async listWorkflows(_user: string, args: { status?: string; name?: string; limit?: number } = {}): Promise<WorkflowSummaryView[]> {
+    const status = args.status as WorkflowStatus | undefined;
+    if (status !== undefined && !WORKFLOW_STATUSES.includes(status)) {
+      throw new OperationError('invalid_input', `status must be one of ${WORKFLOW_STATUSES.join(', ')} (got ${JSON.stringify(args.status)})`);
+    }
+    const limit = args.limit ?? DEFAULT_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new OperationError('invalid_input', `limit must be a whole number from 1 to ${MAX_LIST_LIMIT} (got ${JSON.stringify(args.limit)})`);
+    }
+    return this.#db(async () => {
+      const rows = await listWorkflowRows(this.#deps.db, { limit, ...(status ? { status } : {}), ...(args.name ? { name: args.name } : {}) });
+      const now = new Date();
+      return rows.map((r) => toWorkflowSummary(r, now));
+    });
+  }
+
+  /** Approves a waiting gate as `user` (readied_by); `data` becomes its result (default {"approved": true}). */
+  async approveStep(user: string, args: { stepId: string | number; data?: unknown }): Promise<ReadiedStep> {
+    return this.#ready(user, parseIdOrFail(args.stepId, 'step id'), 'approved', args.data);
+  }
+
+  /** Rejects a waiting gate as `user`: its result is {"approved": false, "reason": …} and it fails with code "rejected". */
+  async rejectStep(user: string, args: { stepId: string | number; reason?: string; data?: unknown }): Promise<ReadiedStep> {
+    return this.#ready(user, parseIdOrFail(args.stepId, 'step id'), 'rejected', rejection(args.data, args.reason));
+  }
+
+  /** Cancels a workflow that is new or running; its live steps are cancelled and running tools aborted. */
+  async cancelWorkflow(_user: string, args: { workflowId: string | number }): Promise<{ workflowId: string; name: string; status: WorkflowStatus; cancelledAt: string | null }> {
+    const id = parseIdOrFail(args.workflowId, 'workflow id');
+    return this.#db(async () => {
+      await this.#refuseUnlessActive(id);
+      const wf = await cancelWorkflowIfActive(this.#deps.pool, id);
+      if (!wf) {
+        await this.#refuseUnlessActive(id);
+        throw new OperationError('refused', `workflow ${id} could not be cancelled`);
+      }
+      return { workflowId: String(wf.id), name: wf.name, status: wf.status, cancelledAt: wf.cancelled_at ? new Date(wf.cancelled_at).toISOString() : null };
+    });
+  }
+
+  /** Redrives a failed workflow: its failed steps get new attempts. */
+  async retryWorkflow(_user: string, args: { workflowId: string | number }): Promise<{ workflowId: string; name: string; status: WorkflowStatus }> {
+    const id = parseIdOrFail(args.workflowId, 'workflow id');
+    throw new OperationError('not_supported', `retrying workflow ${id} needs redrive, which this stepd does not support yet; start a new workflow instead`);
+  }
+
+  /** Checks a flow the way the executor does; every issue with its path. No database needed. */
+  validateFlow(_user: string, args: { flow: unknown }): ValidationResult {
+    let flow: unknown;
+    try {
+      flow = parseFlowArg(args.flow);
+    } catch (err) {
+      return { valid: false, issues: [{ path: '', message: (err as Error).message }] };
+    }
+    const compiled = compileFlow(flow, this.#caps());
+    return compiled.ok ? { valid: true, steps: compiled.flow.steps.size, issues: [] } : { valid: false, issues: compiled.issues };
+  }
+
+  /** The registered flows. */
+  async listFlows(_user: string): Promise<{ flows: { name: string; version: number; versions: number; createdAt: string; createdBy: string | null }[]; note?: string }> {
+    return { flows: [], note: 'this stepd has no flow registry yet: start workflows with an inline flow' };
+  }
+
+  /** The tools flows can call, each marked with whether `user` may call it. */
+  async listTools(user: string): Promise<{ tools: (ToolInfo & { allowed: boolean })[]; failures: { server: string; error: string }[] }> {
+    if (!this.#deps.listTools) return { tools: [], failures: [] };
+    const listed = await this.#deps.listTools();
+    const policy = this.#deps.permissions;
+    return {
+      tools: listed.tools.map((t) => ({ ...t, allowed: policy ? policy.allows(user, t.name) : true })),
+      failures: listed.failures ?? [],
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  #caps(): { caps?: Readonly<Caps> } {
+    return this.#deps.caps ? { caps: this.#deps.caps } : {};
+  }
+
+  #checkTools(user: string, tools: string[]): void {
+    const policy = this.#deps.permissions;
+    if (!policy || policy.allowsEverything) return;
+    const denied = tools.filter((t) => !policy.allows(user, t));
+    if (denied.length === 0) return;
+    throw new OperationError(
+      'permission_denied',
+      `user "${user}" may not call tool${denied.length > 1 ? 's' : ''} ${denied.map((t) => `"${t}"`).join(', ')}; nothing was started`,
+      { details: { user, tools: denied } },
+    );
+  }
+
+  async #ready(user: string, id: string, verb: 'approved' | 'rejected', result: unknown): Promise<ReadiedStep> {
+    return this.#db(async () => {
+      const step = await this.#refuseUnlessPending(id, verb);
+      const wf = await getWorkflow(this.#deps.db, step.workflow_id);
+      const gate = gateInfo(wf?.flow, step.name);
+      if (!mayApprove(gate, user)) {
+        throw new OperationError(
+          'permission_denied',
+          `user "${user}" may not ${verb === 'approved' ? 'approve' : 'reject'} step ${id} (${step.name}, workflow ${step.workflow_id}): its approvers are ${gate.approvers!.join(', ') || 'nobody'}`,
+          { details: { user, approvers: gate.approvers } },
+        );
+      }
+      const readied = await readyPendingStep(this.#deps.pool, { id, readiedBy: user, ...(result !== undefined ? { result } : {}) });
+      if (!readied) {
+        // Someone else readied it (or the gate expired) between our read and our update.
+        await this.#refuseUnlessPending(id, verb);
+        throw new OperationError('refused', `step ${id} could not be readied`);
+      }
+      return {
+        stepId: String(readied.id),
+        workflowId: String(readied.workflow_id),
+        name: readied.name,
+        status: readied.status,
+        result: readied.result,
+        readiedBy: readied.readied_by,
+        readiedAt: readied.readied_at ? new Date(readied.readied_at).toISOString() : null,
+      };
+    });
+  }
+
+  async #refuseUnlessPending(id: string, verb: 'approved' | 'rejected') {
+    const step = await getStepWithWorkflow(this.#deps.db, id);
+    if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
+    if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
+    return step;
+  }
+
+  async #refuseUnlessActive(id: string): Promise<void> {
+    const wf = await getWorkflow(this.#deps.db, id);
+    if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
+    if (wf.status !== 'new' && wf.status !== 'running') throw new OperationError('refused', workflowNotActiveMessage(wf));
+  }
+
+  /** Runs database work, turning what the database says into OperationErrors. */
+  async #db<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toOperationError(err);
+    }
+  }
+}
+
+/** Converts anything a database call threw into an OperationError, once. */
+export function toOperationError(err: unknown): OperationError {
+  if (err instanceof OperationError) return err;
+  if (isConnectionError(err)) return new OperationError('unavailable', `cannot reach the database: ${(err as Error).message}`, { cause: err });
+  const code = (err as { code?: unknown } | null)?.code;
+  // The guard triggers raise check_violation with a message naming the rule.
+  if (code === '23514' || code === '23505') return new OperationError('refused', (err as Error).message, { cause: err });
+  if (code === '22P02' || code === '22003') return new OperationError('invalid_input', (err as Error).message, { cause: err });
+  return new OperationError('internal', err instanceof Error ? err.message : String(err), { cause: err });
+}
+
+/** A flow given as JSON or as its text. */
+function parseFlowArg(flow: unknown): unknown {
+  if (typeof flow !== 'string') return flow;
+  try {
+    return JSON.parse(flow);
+  } catch (err) {
+    throw new OperationError('invalid_flow', `the flow is not valid JSON: ${(err as Error).message}`, {
+      details: { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] },
+    });
+  }
+}
+
+/** A rejection's result: {approved: false, reason?}, keeping what `data` adds. Same as `stepd approve --reject`. */
+export function rejection(data: unknown, reason: string | undefined): Record<string, unknown> {
+  const extra = typeof data === 'object' && data !== null && !Array.isArray(data) ? (data as Record<string, unknown>) : data === undefined ? {} : { data };
+  return { ...extra, approved: false, ...(reason !== undefined ? { reason } : {}) };
+}
