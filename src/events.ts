@@ -3,7 +3,8 @@
  * after commit. The same zod schema is used by the emitters and by readers (`watch`, `--follow`).
  *
  * Who emits what:
- *   executor (src/executor/*)        workflow.started/completed/failed, step.done/failed/retrying/waiting
+ *   executor (src/executor/*)        workflow.started/completed/failed, step.done/failed/retrying/waiting,
+ *                                    step.progress (a running step's tool reported progress; throttled)
  *   database (sql/0003_events.sql)   step.started (a ready step was claimed),
  *                                    workflow.cancelled (anyone set status = 'cancelled')
  *
@@ -27,6 +28,7 @@ export const eventType = z.enum([
   'step.failed',
   'step.retrying',
   'step.waiting',
+  'step.progress',
 ]);
 
 /** Ids arrive as strings from the executor and may arrive as numbers from SQL triggers. */
@@ -48,6 +50,8 @@ export const stepdEvent = z
     /** For step.done / step.failed: how long the attempt ran, when the emitter knows it. */
     durationMs: z.number().optional(),
     error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
+    /** For step.progress: what the tool reported last (as stored in workflow_steps.progress). */
+    progress: z.object({ progress: z.number(), total: z.number().optional(), message: z.string().optional() }).passthrough().optional(),
     at: z.string(),
   })
   .passthrough();

@@ -13,6 +13,7 @@ import type { WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, type ClientContext } from './common.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
+import { formatProgress } from './progressText.js';
 
 const RECHECK_MS = 5_000;
 
@@ -230,6 +231,8 @@ export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
       return e.stepId
         ? `${step} waiting for approval → stepd approve ${e.stepId}   (reject: stepd approve ${e.stepId} --reject)`
         : `${step} waiting for approval (see: stepd status ${e.workflowId})`;
+    case 'step.progress':
+      return `${step} progress ${formatProgress(e.progress)}${attempt}`;
   }
 }
 

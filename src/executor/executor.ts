@@ -17,7 +17,8 @@ import type { Logger } from '../logger.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { LimitPolicy } from '../tools/limits.js';
 import { Listener, type WakeupPayload } from './listener.js';
-import { runClaimedStep, type StepPolicy } from './runStep.js';
+import { runClaimedStep, type RunStepDeps, type StepPolicy } from './runStep.js';
+import { stepProgressSink } from './stepProgress.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
@@ -58,6 +59,8 @@ export class Executor {
   private readonly cache: WorkflowCache;
   private readonly running: RunningTasks;
   private readonly tx: TxDeps;
+  /** What running a step needs: the tools, the permission check, where progress goes. */
+  private readonly runDeps: RunStepDeps;
   private readonly outcomes: OutcomeQueue;
   private readonly outage: DatabaseOutage;
   private readonly heartbeat: Heartbeat;
@@ -103,6 +106,8 @@ export class Executor {
       onConnectionError: (err) => void this.outage.failed(err, 'pool'),
     };
     this.pool = createPool(poolOpts);
+    const progressDeps = { pool: this.pool, executorId: opts.executorId, schema: opts.schema, emitEvents: opts.emitEvents, log: deps.log };
+    this.runDeps = { ...deps, progress: (row) => stepProgressSink(progressDeps, row) };
     this.tx = {
       pool: this.pool,
       cache: this.cache,
@@ -356,7 +361,7 @@ export class Executor {
     const log = this.deps.log;
     const started = Date.now();
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
-    const outcome = await runClaimedStep(this.deps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
+    const outcome = await runClaimedStep(this.runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
     if (task.released) return;
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');

@@ -8,6 +8,7 @@ import type { ClaimedStep } from '../db/queries.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { valueCapError, type Caps } from '../flow/caps.js';
 import type { Outcome } from './advance.js';
+import type { StepProgressSink } from './stepProgress.js';
 
 export interface StepPolicy {
   /** Throws StepError('permission_denied') when `user` may not call `tool`. */
@@ -17,6 +18,8 @@ export interface StepPolicy {
 export interface RunStepDeps {
   tools: ToolRegistry;
   permissions?: StepPolicy;
+  /** Where a tool call's progress reports go (one sink per attempt); none: they are dropped. */
+  progress?: (row: ClaimedStep) => StepProgressSink;
 }
 
 /**
@@ -96,6 +99,7 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
   });
+  const progress = deps.progress?.(row);
   try {
     // A tool that ignores its signal must not hold the step past its timeout.
     return await Promise.race([
@@ -107,11 +111,14 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
         user: row.created_by,
         idempotencyKey: `${row.workflow_id}:${row.name}:${row.first_attempt_id ?? row.id}`,
         signal: combined,
+        ...(progress ? { onProgress: progress.report } : {}),
       }),
       timedOut,
       aborted,
     ]);
   } finally {
     clearTimeout(timer);
+    // The last report is written before the outcome is queued: no progress after the step ended.
+    await progress?.close();
   }
 }

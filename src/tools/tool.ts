@@ -14,6 +14,19 @@ export interface ToolContext {
   idempotencyKey: string;
   /** Aborted on step timeout, cancellation of the workflow, or forced shutdown. */
   signal: AbortSignal;
+  /**
+   * Reports how far the call has got (an MCP server's notifications/progress, for one). Call it
+   * as often as you like: the executor keeps the latest, writes it to the step row throttled and
+   * emits `step.progress`; reports after the call returned are ignored. Absent outside the executor.
+   */
+  onProgress?: (progress: ToolProgress) => void;
+}
+
+/** One progress report: `progress` so far (a number that grows), of `total` when known. */
+export interface ToolProgress {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 export interface ToolInfo {
