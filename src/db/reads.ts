@@ -55,11 +55,19 @@ export type WorkflowSummary = Pick<
   'id' | 'name' | 'status' | 'created_by' | 'key' | 'error' | 'created_at' | 'started_at' | 'completed_at' | 'cancelled_at' | 'step_count'
 > & { waiting: number };
 
+export interface WorkflowListFilter {
+  status?: WorkflowStatus;
+  name?: string;
+  /** The user the workflow runs as (created_by). */
+  createdBy?: string;
+  /** Created at or after / before this instant. */
+  createdAfter?: Date;
+  createdBefore?: Date;
+  limit: number;
+}
+
 /** Newest first; `waiting` counts the gates waiting for approval. */
-export async function listWorkflows(
-  db: Kysely<Database>,
-  opts: { status?: WorkflowStatus; name?: string; limit: number },
-): Promise<WorkflowSummary[]> {
+export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilter): Promise<WorkflowSummary[]> {
   let q = db
     .selectFrom('workflows as w')
     .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count'])
@@ -75,6 +83,9 @@ export async function listWorkflows(
     .limit(opts.limit);
   if (opts.status) q = q.where('w.status', '=', opts.status);
   if (opts.name) q = q.where('w.name', '=', opts.name);
+  if (opts.createdBy) q = q.where('w.created_by', '=', opts.createdBy);
+  if (opts.createdAfter) q = q.where('w.created_at', '>=', opts.createdAfter);
+  if (opts.createdBefore) q = q.where('w.created_at', '<', opts.createdBefore);
   const rows = await q.execute();
   return rows.map((r) => ({ ...r, waiting: Number(r.waiting ?? 0) }));
 }
