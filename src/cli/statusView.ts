@@ -10,6 +10,7 @@ import { compileFlow } from '../flow/validate.js';
 import type { StepKind } from '../flow/compiled.js';
 import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
+import { formatProgress } from './progressText.js';
 
 export interface StepView {
   id: string;
@@ -33,6 +34,8 @@ export interface StepView {
   expiresAt: string | null;
   readiedBy: string | null;
   readiedAt: string | null;
+  /** What the tool reported last while the attempt ran ({progress, total?, message?}), if anything. */
+  progress: StepRow['progress'];
   /** For a waiting gate: the command that approves it. */
   approve?: string;
 }
@@ -91,6 +94,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       expiresAt: iso(r.expires_at),
       readiedBy: r.readied_by,
       readiedAt: iso(r.readied_at),
+      progress: r.progress ?? null,
     };
     if (r.status === 'pending') view.approve = `stepd approve ${r.id}`;
     return view;
@@ -172,7 +176,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
     case 'failed':
       return `failed${dur}${attempts}`;
     case 'running':
-      return `running for${dur}${attempts}`;
+      return `running for${dur}${attempts}${s.progress ? `, progress ${formatProgress(s.progress)}` : ''}`;
     case 'cancelled':
       return `cancelled${attempts}`;
     case 'pending': {

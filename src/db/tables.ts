@@ -66,6 +66,8 @@ export interface StepRow {
   fanout_open: boolean;
   /** Executor bookkeeping: on a retry, the id of the step's first attempt. */
   first_attempt_id: string | null;
+  /** What the tool reported last while this attempt ran (sql/0010): {progress, total?, message?}. */
+  progress: { progress: number; total?: number; message?: string } | null;
 }
 
 /** Kysely's view of the schema, for read-side queries (CLI, status). */

@@ -208,6 +208,7 @@ export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
     readied_role: null,
     fanout_open: false,
     first_attempt_id: s.firstAttemptId ?? null,
+    progress: null,
     created_by: c.user,
   };
 }

@@ -70,6 +70,7 @@ function step(over: Partial<StepRow> & Pick<StepRow, 'name' | 'status'>): StepRo
     readied_at: null,
     fanout_open: false,
     first_attempt_id: null,
+    progress: null,
     ...over,
   };
 }
@@ -125,6 +126,17 @@ describe('status tree', () => {
       '    steps.a.next: no step "b"',
       '  (no steps)',
     ]);
+  });
+
+  it('shows the latest progress of a running step, in the tree and in the JSON view', () => {
+    nextId = 20;
+    const rows = [
+      step({ name: 'report', tool: 'core.echo', status: 'running', started_at: t0, progress: { progress: 3, total: 5, message: 'Analyzing content' } }),
+    ];
+    const now = at(4_000);
+    const view = buildStatusView(workflow({ flow: { start: 'report', steps: { report: { tool: 'core.echo', done: true } } } }), rows, now);
+    expect(renderStatus(view, now)).toContain('└─ report (core.echo)  #20  running for 4s, progress 3/5 (60%): Analyzing content');
+    expect(view.steps[0]?.progress).toEqual({ progress: 3, total: 5, message: 'Analyzing content' });
   });
 
   it('formats durations', () => {
