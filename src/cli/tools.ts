@@ -27,8 +27,9 @@ export function registerTools(program: Command): void {
         for (const prefix of toolbox.registry.prefixes()) {
           const provider = [...toolbox.mcp].find((p) => p.prefix === prefix);
           try {
-            const listed = provider ? await provider.list() : (await toolbox.registry.list()).filter((t) => t.name.startsWith(`${prefix}.`));
-            tools.push(...(provider ? listed.map((t) => ({ ...t, name: `${prefix}.${t.name}` })) : listed));
+            // One provider at a time: a server that does not answer must not hide the built-ins.
+            const listed = (provider ? await provider.list() : await toolbox.registry.listOf(prefix)) ?? [];
+            tools.push(...listed.map((t) => ({ ...t, name: `${prefix}.${t.name}` })));
           } catch (err) {
             failures.push({ server: prefix, error: err instanceof Error ? err.message : String(err) });
           }

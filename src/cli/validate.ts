@@ -1,51 +1,104 @@
-/** `stepd validate FLOW.json`: every issue of a flow with its JSON path; no database needed. */
+/**
+ * `stepd validate FLOW.json`: every issue of a flow with its JSON path; no database needed.
+ * With a configuration (--config, or ./stepd.config.json) it also asks the MCP servers the flows
+ * use for their tools: unknown tool names and literal arguments that do not match a tool's input
+ * schema are issues; a server that cannot be reached is a warning.
+ */
 import type { Command } from 'commander';
 import { compileFlow } from '../flow/validate.js';
 import { resolveCaps } from '../flow/caps.js';
-import { EXIT, out, outJson, readJsonFile } from './common.js';
+import type { FlowIssue } from '../flow/spec.js';
+import { EXIT, note, out, outJson, readJsonFile } from './common.js';
+
+interface ValidateFlags {
+  json?: boolean;
+  config?: string;
+  offline?: boolean;
+}
+
+interface FileResult {
+  file: string;
+  valid: boolean;
+  steps?: number;
+  issues: FlowIssue[];
+  warnings: FlowIssue[];
+}
 
 export function registerValidate(program: Command): void {
   program
     .command('validate')
-    .description('check a flow file the way the executor does (shape, then the graph) and print every issue with its path')
+    .description('check a flow file the way the executor does (shape, the graph, the tools it calls) and print every issue with its path')
     .argument('<flow...>', 'one or more flow JSON files')
-    .option('--json', 'print [{file, valid, issues: [{path, message}]}] as JSON')
-    .option('--config <path>', "check against this configuration file's caps (default: the built-in caps)")
+    .option('--json', 'print [{file, valid, issues: [{path, message}], warnings: [{path, message}]}] as JSON')
+    .option('--config <path>', 'configuration file: its caps and MCP servers (default: ./stepd.config.json if present, else built-in caps and tools only)')
+    .option('--offline', 'do not connect to MCP servers: check the built-in tools only')
     .addHelpText(
       'after',
       `
+Tools: a step's tool must exist. The built-ins (core.*, http.request) are always checked; MCP
+tools are checked when a configuration is found: stepd connects to each server a flow uses, lists
+its tools, and checks the literal parts of the step's arguments against the tool's input schema
+(templated values such as "{{input.url}}" are left to run time). A server that cannot be reached
+is reported as a warning and its steps are not checked.
+
 Examples:
   stepd validate examples/*.json
   stepd validate flow.json --json
-  stepd validate flow.json --config stepd.config.json   # the operator's caps
+  stepd validate flow.json --config stepd.config.json   # the operator's caps and MCP servers
+  stepd validate flow.json --offline                    # no MCP connections
 
-Exit code 0 when every file is valid, 1 otherwise.`,
+Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
     )
-    .action(async (files: string[], flags: { json?: boolean; config?: string }) => {
-      const { loadToolConfig } = await import('../tools/toolbox.js');
-      const caps = resolveCaps(flags.config ? (await loadToolConfig(flags.config)).config.caps : undefined);
-      const results: { file: string; valid: boolean; steps?: number; issues: { path: string; message: string }[] }[] = [];
-      for (const file of files) {
-        let flow: unknown;
-        try {
-          flow = await readJsonFile(file, 'flow file');
-        } catch (err) {
-          results.push({ file, valid: false, issues: [{ path: '', message: (err as Error).message }] });
-          continue;
+    .action(async (files: string[], flags: ValidateFlags) => {
+      // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
+      const { buildToolbox, loadToolConfig } = await import('../tools/toolbox.js');
+      const { ToolCatalog } = await import('../tools/toolCatalog.js');
+      const { ArgumentChecker } = await import('../tools/argumentChecker.js');
+      const { checkToolUse } = await import('../tools/checkToolUse.js');
+      const { createLogger } = await import('../logger.js');
+      const { Secrets } = await import('../secrets.js');
+      const secrets = new Secrets();
+      const file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      const caps = resolveCaps(file.config.caps);
+      // The MCP connection's own log lines would repeat what the warnings say.
+      const toolbox = buildToolbox(file.config, file.path, createLogger({ level: 'fatal', secrets }), { secrets });
+      const catalog = new ToolCatalog(toolbox, { connect: flags.offline !== true });
+      const checker = new ArgumentChecker();
+      const results: FileResult[] = [];
+      const unchecked = new Set<string>();
+      try {
+        for (const name of files) {
+          let flow: unknown;
+          try {
+            flow = await readJsonFile(name, 'flow file');
+          } catch (err) {
+            results.push({ file: name, valid: false, issues: [{ path: '', message: (err as Error).message }], warnings: [] });
+            continue;
+          }
+          const compiled = compileFlow(flow, { caps });
+          if (!compiled.ok) {
+            results.push({ file: name, valid: false, issues: compiled.issues, warnings: [] });
+            continue;
+          }
+          const tools = await checkToolUse(compiled.flow, catalog, checker);
+          for (const t of tools.unchecked) unchecked.add(t);
+          results.push({ file: name, valid: tools.issues.length === 0, steps: compiled.flow.steps.size, issues: tools.issues, warnings: tools.warnings });
         }
-        const compiled = compileFlow(flow, { caps });
-        results.push(compiled.ok ? { file, valid: true, steps: compiled.flow.steps.size, issues: [] } : { file, valid: false, issues: compiled.issues });
+      } finally {
+        await toolbox.registry.close();
+      }
+      if (unchecked.size > 0) {
+        const why = file.path === undefined ? 'no stepd.config.json was found (use --config PATH)' : 'of --offline';
+        note(`note: MCP tools not checked because ${why}: ${[...unchecked].sort().join(', ')}`);
       }
       if (flags.json) {
         outJson(results);
       } else {
         for (const r of results) {
-          if (r.valid) {
-            out(`${r.file}: valid (${r.steps} steps)`);
-            continue;
-          }
-          out(`${r.file}: ${r.issues.length} issue(s)`);
+          if (r.valid) out(`${r.file}: valid (${r.steps} steps)${r.warnings.length ? `, ${r.warnings.length} warning(s)` : ''}`);
+          else out(`${r.file}: ${r.issues.length} issue(s)`);
           for (const i of r.issues) out(`  ${i.path || '(flow)'}: ${i.message}`);
+          for (const w of r.warnings) out(`  warning: ${w.path || '(flow)'}: ${w.message}`);
         }
       }
       process.exitCode = results.every((r) => r.valid) ? EXIT.ok : EXIT.invalid;

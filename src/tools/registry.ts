@@ -59,6 +59,11 @@ export class ToolRegistry {
     return all;
   }
 
+  /** The tools of one provider (names without the prefix); undefined when no provider has that prefix. */
+  async listOf(prefix: string): Promise<ToolInfo[] | undefined> {
+    return this.providers.get(prefix)?.list();
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled([...this.providers.values()].map((p) => p.close?.()));
   }
