@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
 import {
-  admitNewWorkflows,
+  admitNewWorkflowsResolvingRegisteredFlows,
   endWorkflowCancellingLiveSteps,
   failWorkflowIfActive,
   finishGateIfExpired,
@@ -293,7 +293,7 @@ async function admitBatch(
   onRow?: (row: AdmittedWorkflow) => void,
 ): Promise<Admission> {
   return inWriterTransaction(deps, claim, async (client, w) => {
-    const rows = await admitNewWorkflows(client, limit);
+    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit);
     for (const row of rows) {
       onRow?.(row);
       await admitOne(deps, client, row, w);
@@ -310,6 +310,13 @@ async function admitBatch(
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
 async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedWorkflow, w: TxWriter): Promise<void> {
+  if (admitted.status === 'failed') {
+    // The admission statement refused it already (a by-name start of an unknown flow or version).
+    const error = admitted.error ?? { code: 'unknown_flow', message: 'unknown flow' };
+    deps.log.warn({ workflowId: admitted.id, workflow: storableText(admitted.name, 200), error }, 'workflow rejected at admission');
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: admitted.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return;
+  }
   const row = await checkActingUser(deps, client, admitted, w);
   if (!row) return;
   const compiled = deps.cache.compiler.compile(row.flow);

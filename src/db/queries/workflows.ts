@@ -6,19 +6,53 @@ import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
 import { jsonParam, type Queryable } from './common.js';
 
-export type AdmittedWorkflow = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by' | 'created_role' | 'step_count'> & {
+export type AdmittedWorkflow = Pick<
+  WorkflowRow,
+  'id' | 'name' | 'flow' | 'flow_version' | 'input' | 'created_by' | 'created_role' | 'step_count' | 'status' | 'error'
+> & {
   /** Whether created_role may act as anyone (the database decides: superuser, executor or owner member). */
   role_trusted: boolean;
 };
 
-/** Moves up to `limit` new workflows to running, skipping rows another executor holds. */
-export async function admitNewWorkflows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
+/**
+ * Moves up to `limit` new workflows to running, skipping rows another executor holds. A row
+ * inserted with `flow` NULL starts a registered flow (sql/0009): the latest version of the flow
+ * named `name`, or `flow_version`; the same statement copies that flow into the row and pins its
+ * version. A row naming no registered flow (or version) is failed by the same statement with
+ * `unknown_flow` (returned with status 'failed'), so it can never hold the batch back.
+ */
+export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
     name: 'stepd_admit_new_workflows',
-    text: `UPDATE workflows SET updated_at = now(), status = 'running', started_at = now()
-            WHERE id IN (SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-        RETURNING id, name, flow, input, created_by, created_role, step_count,
-                  (created_role IS NULL OR stepd_role_is_trusted(created_role)) AS role_trusted`,
+    text: `WITH picked AS (
+             SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
+           resolved AS (
+             SELECT w.id, f.flow AS registered, f.version,
+                    CASE WHEN w.flow IS NULL AND f.flow IS NULL THEN jsonb_build_object(
+                      'code', 'unknown_flow',
+                      'message', CASE
+                        WHEN latest.version IS NULL THEN
+                          format('no flow named "%s" is registered (store one with: stepd flow put FILE --name %s)', left(w.name, 200), left(w.name, 200))
+                        ELSE format('flow "%s" has no version %s (its latest version is %s)', left(w.name, 200), w.flow_version, latest.version)
+                      END,
+                      'details', jsonb_build_object('name', left(w.name, 200), 'version', w.flow_version, 'latest', latest.version))
+                    END AS refusal
+               FROM picked p JOIN workflows w ON w.id = p.id
+               LEFT JOIN LATERAL (
+                 SELECT version, flow FROM flows
+                  WHERE w.flow IS NULL AND name = w.name AND (w.flow_version IS NULL OR version = w.flow_version)
+                  ORDER BY version DESC LIMIT 1) f ON true
+               LEFT JOIN LATERAL (
+                 SELECT max(version) AS version FROM flows WHERE w.flow IS NULL AND name = w.name) latest ON true)
+           UPDATE workflows w SET updated_at = now(), started_at = now(),
+                  status = CASE WHEN r.refusal IS NULL THEN 'running' ELSE 'failed' END,
+                  error = r.refusal,
+                  completed_at = CASE WHEN r.refusal IS NULL THEN NULL ELSE now() END,
+                  flow = coalesce(w.flow, r.registered),
+                  flow_version = CASE WHEN w.flow IS NULL THEN coalesce(r.version, w.flow_version) ELSE w.flow_version END
+             FROM resolved r WHERE w.id = r.id
+        RETURNING w.id, w.name, w.flow, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error,
+                  (w.created_role IS NULL OR stepd_role_is_trusted(w.created_role)) AS role_trusted`,
     values: [limit],
   });
   return rows;
