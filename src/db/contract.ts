@@ -9,7 +9,9 @@ import type { StepRow, WorkflowRow } from './tables.js';
 
 export interface NewWorkflow {
   name: string;
+  /** The flow JSON; null starts the registered flow called `name` (its latest version, or `flowVersion`). */
   flow: unknown;
+  flowVersion?: number | null;
   input: Record<string, unknown>;
   createdBy: string | null;
   key: string | null;
@@ -18,11 +20,11 @@ export interface NewWorkflow {
 /** Inserts a workflow; with a key that exists already, inserts nothing and returns `undefined`. */
 export async function insertWorkflow(db: Queryable, wf: NewWorkflow): Promise<Pick<WorkflowRow, 'id' | 'name' | 'status'> | undefined> {
   const { rows } = await db.query<Pick<WorkflowRow, 'id' | 'name' | 'status'>>({
-    text: `INSERT INTO workflows (name, flow, input, created_by, key)
-           VALUES ($1, $2::jsonb, $3::jsonb, $4, $5)
+    text: `INSERT INTO workflows (name, flow, input, created_by, key, flow_version)
+           VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, $6)
            ON CONFLICT (key) DO NOTHING
            RETURNING id, name, status`,
-    values: [wf.name, JSON.stringify(wf.flow), JSON.stringify(wf.input), wf.createdBy, wf.key],
+    values: [wf.name, wf.flow === null || wf.flow === undefined ? null : JSON.stringify(wf.flow), JSON.stringify(wf.input), wf.createdBy, wf.key, wf.flowVersion ?? null],
   });
   return rows[0];
 }
