@@ -4,6 +4,7 @@ import { registerApprove } from './approve.js';
 import { registerCancel } from './cancel.js';
 import { EXIT_CODES_HELP } from './common.js';
 import { registerList } from './list.js';
+import { registerMcp } from './mcp.js';
 import { registerMigrate } from './migrate.js';
 import { registerRun } from './run.js';
 import { registerStart } from './start.js';
@@ -43,6 +44,7 @@ Run \`stepd help COMMAND\` for a command's options and examples.`,
   registerValidate(program);
   registerMigrate(program);
   registerTools(program);
+  registerMcp(program);
   for (const cmd of program.commands) cmd.addHelpText('after', EXIT_CODES_HELP);
   return program;
 }

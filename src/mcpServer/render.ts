@@ -1,0 +1,55 @@
+/**
+ * The text rendering of each MCP tool's result, for clients that show text rather than
+ * `structuredContent`: one line saying what happened, then the result as JSON.
+ */
+import type { ReadiedStep, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
+import type { WorkflowSummaryView } from '../api/views.js';
+
+export function render(tool: string, result: object): string {
+  return `${headline(tool, result)}\n${JSON.stringify(result, null, 2)}`;
+}
+
+function headline(tool: string, result: object): string {
+  switch (tool) {
+    case 'start_workflow': {
+      const r = result as StartedWorkflow;
+      return r.created ? `started workflow ${r.workflowId} (${r.name})` : `workflow ${r.workflowId} (${r.name}) already exists with this key (${r.status}); nothing was started`;
+    }
+    case 'get_workflow': {
+      const r = result as WorkflowDetails;
+      const gates = r.waiting.map((w) => `step ${w.stepId} (${w.name})${w.message ? `: ${w.message}` : ''}`);
+      return `workflow ${r.workflow.id} (${r.workflow.name}) is ${r.workflow.status}, ${r.steps.length} step row(s)${gates.length ? `; waiting for approval: ${gates.join('; ')}` : ''}`;
+    }
+    case 'list_workflows': {
+      const list = (result as { workflows: WorkflowSummaryView[] }).workflows;
+      return list.length === 0 ? 'no workflows' : list.map((w) => `${w.id} ${w.status} ${w.name}${w.waiting ? ` (${w.waiting} gate(s) waiting)` : ''}`).join('\n');
+    }
+    case 'approve_step':
+    case 'reject_step': {
+      const r = result as ReadiedStep;
+      return `${tool === 'approve_step' ? 'approved' : 'rejected'} step ${r.stepId} (${r.name}) of workflow ${r.workflowId}${r.readiedBy ? ` as ${r.readiedBy}` : ''}`;
+    }
+    case 'cancel_workflow': {
+      const r = result as { workflowId: string; name: string };
+      return `cancelled workflow ${r.workflowId} (${r.name})`;
+    }
+    case 'retry_workflow': {
+      const r = result as { workflowId: string; name: string };
+      return `retrying workflow ${r.workflowId} (${r.name}) from its failed steps`;
+    }
+    case 'validate_flow': {
+      const r = result as ValidationResult;
+      return r.valid ? `valid (${r.steps} steps)` : `${r.issues.length} issue(s):\n${r.issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
+    }
+    case 'list_flows': {
+      const r = result as { flows: { name: string; version: number }[]; note?: string };
+      return r.flows.length === 0 ? (r.note ?? 'no registered flows') : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
+    }
+    case 'list_tools': {
+      const r = result as { tools: { name: string; allowed: boolean }[] };
+      return `${r.tools.length} tool(s): ${r.tools.map((t) => `${t.name}${t.allowed ? '' : ' (not allowed)'}`).join(', ')}`;
+    }
+    default:
+      return tool;
+  }
+}

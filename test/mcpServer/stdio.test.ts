@@ -1,0 +1,58 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { describe, expect, it } from 'vitest';
+import { CLI, childEnv, envFor } from '../cli/helpers.js';
+import { createTestSchema, onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
+import { tempDirSync } from '../helpers/isolation.js';
+import { APPROVERS_SUPPORTED, CORE_ONLY_CONFIG, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+
+/** `stepd mcp --user USER` as a child process, with the SDK's Client on its stdio. */
+async function connect(t: TestSchema, args: string[], env: Record<string, string> = {}): Promise<Client> {
+  const cwd = tempDirSync('stepd-mcp-');
+  writeFileSync(path.join(cwd, 'stepd.config.json'), JSON.stringify(CORE_ONLY_CONFIG));
+  const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', ...args], cwd, env: childEnv({ ...envFor(t), ...env }) as Record<string, string>, stderr: 'pipe' });
+  const client = new Client({ name: 'stepd-test', version: '1.0.0' });
+  await client.connect(transport);
+  onCleanup(() => client.close());
+  return client;
+}
+
+describe('stepd mcp (stdio)', () => {
+  it('starts a gated workflow as the --user, finds the gate, approves it and sees it complete with readied_by = that user', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const client = await connect(t, ['--user', 'alice']);
+    await gatedWorkflowApprovedAs(client, t, 'alice');
+  });
+
+  it('refuses a flow calling a tool the user may not call (config permissions)', async () => {
+    const t = await createTestSchema();
+    const client = await connect(t, ['--user', 'alice']);
+    await forbiddenToolRefused(client, t, 'alice');
+    const tools = await ok(client, 'list_tools');
+    const byName = new Map((tools.tools as { name: string; allowed: boolean }[]).map((x) => [x.name, x.allowed]));
+    expect(byName.get('core.echo')).toBe(true);
+    expect(byName.get('http.request')).toBe(false);
+  });
+
+  it.skipIf(!APPROVERS_SUPPORTED)('refuses an approval by a user the gate\'s approvers exclude', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    await approversRefuse(await connect(t, ['--user', 'alice']), 'alice');
+  });
+
+  it('takes the user from STEPD_USER without --user, and answers invalid flows with their issues', async () => {
+    const t = await createTestSchema();
+    const client = await connect(t, [], { STEPD_USER: 'carol' });
+    const started = await ok(client, 'start_workflow', { name: 'x', flow: { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } } });
+    expect((await t.q('SELECT created_by FROM stepd.workflows WHERE id = $1', [started.workflowId]))[0]).toEqual({ created_by: 'carol' });
+    const invalid = await call(client, 'validate_flow', { flow: { start: 'missing', steps: {} } });
+    expect(invalid.isError).toBeFalsy();
+    expect(invalid.structuredContent).toMatchObject({ valid: false });
+    const notStarted = await call(client, 'start_workflow', { name: 'bad', flow: { start: 'missing', steps: {} } });
+    expect(notStarted.isError).toBe(true);
+    expect(notStarted.content[0]?.text).toMatch(/^the flow is not a valid flow \(\d+ issue\(s\)\); nothing was started:\n {2}/);
+  });
+});
