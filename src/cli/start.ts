@@ -11,6 +11,8 @@ import type { Executor } from '../executor/executor.js';
 import { createLogger, type Logger } from '../logger.js';
 import { databaseUrlFrom } from '../config.js';
 import { Secrets } from '../secrets.js';
+import { httpSettingsFrom, type HttpFlags } from '../http/httpSettings.js';
+import type { RunningHttpServer } from '../http/server.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
 
@@ -31,6 +33,9 @@ export function registerStart(program: Command): void {
     .option('--dead-after <duration>', 'an executor silent this long counts as dead and its running steps are re-run (default: 15s; $STEPD_DEAD_AFTER)')
     .option('--config <path>', 'configuration file: MCP servers, permissions, limits (default: ./stepd.config.json if present)')
     .option('--no-events', 'do not NOTIFY lifecycle events on stepd_events')
+    .option('--http <port>', 'serve the dashboard, /mcp and /metrics on this port (0: any free port; default: $STEPD_HTTP, else no HTTP)')
+    .option('--http-host <host>', 'address the HTTP server listens on (default: $STEPD_HTTP_HOST or 127.0.0.1)')
+    .option('--user <name>', 'who HTTP requests act as when the config has no api.tokens (loopback only; default: $STEPD_USER, else your OS user)')
     .addHelpText(
       'after',
       `
@@ -38,6 +43,7 @@ Examples:
   stepd start                                   # embedded PostgreSQL in ./.stepd, prints its URL
   DATABASE_URL=postgres://localhost/app stepd start
   stepd start --database-url postgres://localhost/app --concurrency 64 --schema jobs
+  stepd start --http 8080                       # dashboard at http://127.0.0.1:8080/ (docs/dashboard.md)
 
 Without DATABASE_URL the first start initialises a PostgreSQL cluster in .stepd/ (a few
 seconds), later starts reuse it. Other commands run in the same folder find it; psql and other
@@ -48,7 +54,7 @@ PostgreSQL; a second one exits at once (the data stays intact; the next start re
 Another \`stepd start\` in the same folder (with its own --executor-id) uses the embedded
 PostgreSQL of the first; only the last one to stop stops it.`,
     )
-    .action(async (flags: StartFlags & { config?: string; dataDir?: string }) => {
+    .action(async (flags: StartFlags & HttpFlags & { config?: string; dataDir?: string }) => {
       // The executor, its tools and the MCP client load here, so the other commands start fast.
       const [{ executorOptionsFrom }, { Executor }, { buildToolbox, loadToolConfig, probeMcpServers }] = await Promise.all([
         import('../config.js'),
@@ -62,6 +68,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       const toolbox = buildToolbox(file.config, file.path, log, { secrets });
       const limitConcurrency = toolbox.limits.concurrency;
       const given = databaseUrlFrom(flags.databaseUrl);
+      const httpSettings = httpSettingsFrom(flags);
       // Settings are checked before anything is started.
       const options = executorOptionsFrom(
         { ...flags, ...(flags.concurrency === undefined && limitConcurrency !== undefined ? { concurrency: String(limitConcurrency) } : {}) },
@@ -70,6 +77,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       const embedded = given ? undefined : await startEmbedded(dataDirFrom(flags.dataDir), log);
       const url = given ?? embedded!.url;
       let executor: Executor | undefined;
+      let http: RunningHttpServer | undefined;
       try {
         const migrated = await migrate({ url, schema: options.schema, log });
         log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
@@ -78,7 +86,21 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         await probeMcpServers(toolbox, log);
         executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}) });
         await executor.start();
+        if (httpSettings) {
+          const { startDaemonHttp } = await import('../http/daemonHttp.js');
+          http = await startDaemonHttp({
+            ...httpSettings,
+            databaseUrl: url,
+            schema: options.schema,
+            log,
+            ...(file.config.api ? { api: file.config.api } : {}),
+            permissions: toolbox.permissions,
+            ...(file.config.caps ? { caps: file.config.caps } : {}),
+            listTools: async () => ({ tools: await toolbox.registry.list() }),
+          });
+        }
       } catch (err) {
+        await http?.close().catch(() => {});
         await executor?.stop({ graceMs: 0 }).catch(() => {});
         await toolbox.registry.close().catch(() => {});
         await embedded?.stop().catch((e: unknown) => log.error({ err: e }, 'could not stop the embedded PostgreSQL'));
@@ -90,10 +112,12 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       const announceReady = () => {
         if (embedded) out(`stepd: embedded PostgreSQL ready — DATABASE_URL=${embedded.url}`);
         else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
+        if (http) out(`stepd: dashboard at ${http.url}/ (MCP at ${http.url}/mcp)`);
       };
       await waitForStop(
         async () => {
           try {
+            await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
             await running.stop();
             await toolbox.registry.close();
           } finally {

@@ -1,0 +1,69 @@
+/**
+ * The daemon's HTTP app: authentication and CSRF checks in front of everything, then what the
+ * caller mounts:
+ *   /sign-in, /sign-out          the token sign-in form (with api.tokens)
+ *   /, /workflows/…              the dashboard (pages and buttons)            `dashboard`
+ *   /events                      Server-Sent Events from stepd_events         `events`
+ *   /mcp                         MCP over Streamable HTTP, as the caller      `mcp`
+ *   /metrics                     Prometheus text                              `metrics`
+ *   /healthz                     `ok` (for probes; still behind authentication)
+ * Each part is optional, so tests and other commands can build only what they need.
+ */
+import { Hono } from 'hono';
+import type { Logger } from '../logger.js';
+import { authenticate, type AuthPolicy, type HttpEnv } from './auth.js';
+import { requireCsrfToken, sameOriginWrites } from './csrf.js';
+import { mountActions } from './dashboard/actions.js';
+import { mountPages, type DashboardDeps } from './dashboard/pages.js';
+import type { EventHub } from './eventHub.js';
+import { mountEvents } from './eventsRoute.js';
+import { mountSignIn } from './signIn.js';
+
+/** A web-standard handler that serves MCP for an authenticated user. */
+export type McpHandler = (request: Request, user: string) => Promise<Response>;
+export type MetricsHandler = (request: Request) => Promise<Response>;
+
+export interface HttpAppOptions {
+  auth: AuthPolicy;
+  log: Logger;
+  dashboard?: Omit<DashboardDeps, 'sessions'>;
+  events?: EventHub;
+  mcp?: McpHandler;
+  metrics?: MetricsHandler;
+}
+
+export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
+  const app = new Hono<HttpEnv>();
+  app.use('*', async (c, next) => {
+    await next();
+    c.header('X-Content-Type-Options', 'nosniff');
+    c.header('Referrer-Policy', 'same-origin');
+    c.header('X-Frame-Options', 'DENY');
+  });
+  app.use('*', authenticate(opts.auth));
+  app.use('*', sameOriginWrites());
+  app.onError((err, c) => {
+    opts.log.error({ err, method: c.req.method, path: c.req.path }, 'http request failed');
+    return c.text('internal error (see the daemon log)\n', 500);
+  });
+
+  mountSignIn(app, opts.auth);
+  app.get('/healthz', (c) => c.text('ok\n'));
+  app.get('/favicon.ico', (c) => c.body(null, 204));
+  if (opts.metrics) {
+    const metrics = opts.metrics;
+    app.get('/metrics', (c) => metrics(c.req.raw));
+  }
+  if (opts.mcp) {
+    const mcp = opts.mcp;
+    app.all('/mcp', (c) => mcp(c.req.raw, c.get('user')));
+  }
+  if (opts.events) mountEvents(app, opts.events);
+  if (opts.dashboard) {
+    const deps: DashboardDeps = { ...opts.dashboard, sessions: opts.auth.sessions };
+    app.use('/workflows/*', requireCsrfToken(opts.auth.sessions));
+    mountPages(app, deps);
+    mountActions(app, deps);
+  }
+  return app;
+}

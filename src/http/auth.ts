@@ -1,0 +1,88 @@
+/**
+ * Who is asking. With API tokens configured (`"api": {"tokens": {"<token>": "alice"}}`) every
+ * request needs one: an `Authorization: Bearer <token>` header, or the session cookie the
+ * sign-in form sets. Without tokens the server answers loopback clients only, addressed by a
+ * loopback host name (a DNS-rebinding page cannot reach it), and acts as the daemon's user.
+ */
+import type { Context, MiddlewareHandler } from 'hono';
+import { getCookie } from 'hono/cookie';
+import type { HttpBindings } from '@hono/node-server';
+import { bearerToken, type TokenLookup } from '../api/tokens.js';
+import { SESSION_COOKIE, type Sessions } from './sessions.js';
+
+/** How the user was recognised; only `session` and `local` requests can be forged by a browser (CSRF). */
+export type AuthVia = 'bearer' | 'session' | 'local';
+
+export interface HttpEnv {
+  Bindings: Partial<HttpBindings>;
+  Variables: { user: string; via: AuthVia };
+}
+
+export interface AuthPolicy {
+  /** The configured tokens; none enabled: loopback clients only. */
+  tokens: TokenLookup;
+  /** The user of loopback requests when there are no tokens. */
+  localUser: string;
+  sessions: Sessions;
+}
+
+/** Paths that answer without a user (the sign-in form itself). */
+const PUBLIC_PATHS = new Set(['/sign-in']);
+
+export function authenticate(policy: AuthPolicy): MiddlewareHandler<HttpEnv> {
+  return async (c, next) => {
+    if (!policy.tokens.enabled) {
+      if (!isLoopbackAddress(remoteAddress(c))) {
+        return c.text('stepd serves only loopback clients when no api.tokens are configured\n', 403);
+      }
+      if (!isLoopbackHost(c.req.header('host'))) {
+        return c.text('refused: the Host header must name a loopback address (127.0.0.1, ::1 or localhost) when no api.tokens are configured\n', 403);
+      }
+      c.set('user', policy.localUser);
+      c.set('via', 'local');
+      return next();
+    }
+    const bearer = bearerToken(c.req.header('authorization'));
+    if (bearer !== undefined) {
+      const user = policy.tokens.userFor(bearer);
+      if (!user) return unauthorized(c, 'invalid token');
+      c.set('user', user);
+      c.set('via', 'bearer');
+      return next();
+    }
+    const sessionUser = policy.sessions.verify(getCookie(c, SESSION_COOKIE));
+    if (sessionUser) {
+      c.set('user', sessionUser);
+      c.set('via', 'session');
+      return next();
+    }
+    if (PUBLIC_PATHS.has(c.req.path)) return next();
+    if (c.req.method === 'GET' && (c.req.header('accept') ?? '').includes('text/html')) {
+      return c.redirect(`/sign-in?next=${encodeURIComponent(c.req.path + new URL(c.req.url).search)}`, 303);
+    }
+    return unauthorized(c, 'a token is required (Authorization: Bearer <token>)');
+  };
+}
+
+function unauthorized(c: Context<HttpEnv>, message: string): Response {
+  c.header('WWW-Authenticate', 'Bearer realm="stepd"');
+  return c.text(`${message}\n`, 401);
+}
+
+function remoteAddress(c: Context<HttpEnv>): string | undefined {
+  return c.env?.incoming?.socket?.remoteAddress;
+}
+
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return v4 === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+}
+
+/** Whether a Host header names this machine by a loopback name or address. */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (!host) return false;
+  const bareIpv6 = !host.startsWith('[') && host.indexOf(':') !== host.lastIndexOf(':');
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : bareIpv6 ? host : host.replace(/:\d+$/, '');
+  return name === 'localhost' || name.endsWith('.localhost') || isLoopbackAddress(name);
+}

@@ -1,0 +1,81 @@
+/**
+ * The HTTP side of `stepd start --http PORT`: a client pool of its own (the dashboard and /mcp
+ * write through the SQL contract like any other service), the operations layer over it, one
+ * LISTEN for the live pages, the app, and the server. `close()` stops them in reverse order.
+ */
+import { createTokenLookup } from '../api/tokens.js';
+import { Operations, type OperationsDeps } from '../api/operations.js';
+import type { ApiConfig, CapsConfig } from '../configFile.js';
+import { createKysely, createPool } from '../db/connect.js';
+import { resolveCaps } from '../flow/caps.js';
+import type { Logger } from '../logger.js';
+import { createMcpHttpHandler } from '../mcpServer/createMcpHttpHandler.js';
+import { createHttpApp, type MetricsHandler } from './app.js';
+import { isLoopbackHost } from './auth.js';
+import { EventHub } from './eventHub.js';
+import { startHttpServer, type RunningHttpServer } from './server.js';
+import { Sessions } from './sessions.js';
+
+export interface DaemonHttpOptions {
+  databaseUrl: string;
+  schema: string;
+  host?: string;
+  port: number;
+  /** The config's `api` section: bearer tokens → users. */
+  api?: ApiConfig;
+  /** Who a loopback request acts as when no tokens are configured. */
+  localUser: string;
+  log: Logger;
+  /** Permissions, the operator's caps and the tool list, as the executor has them. */
+  permissions?: OperationsDeps['permissions'];
+  caps?: CapsConfig;
+  listTools?: OperationsDeps['listTools'];
+  metrics?: MetricsHandler;
+}
+
+export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningHttpServer> {
+  const log = opts.log.child({ component: 'http' });
+  const pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'client', max: 5, applicationName: 'stepd-http', onConnectionError: (err) => log.warn({ err }, 'http database connection lost') });
+  const db = createKysely(pool);
+  const operations = new Operations({
+    pool,
+    db,
+    schema: opts.schema,
+    caps: resolveCaps(opts.caps),
+    ...(opts.permissions ? { permissions: opts.permissions } : {}),
+    ...(opts.listTools ? { listTools: opts.listTools } : {}),
+  });
+  const events = new EventHub({ url: opts.databaseUrl, schema: opts.schema, log });
+  const tokens = createTokenLookup(opts.api);
+  let server: RunningHttpServer | undefined;
+  try {
+    await events.start();
+    const app = createHttpApp({
+      auth: { tokens, localUser: opts.localUser, sessions: new Sessions() },
+      log,
+      dashboard: { operations, db },
+      events,
+      mcp: createMcpHttpHandler({ operations, log }),
+      ...(opts.metrics ? { metrics: opts.metrics } : {}),
+    });
+    server = await startHttpServer(app, { ...(opts.host ? { host: opts.host } : {}), port: opts.port });
+  } catch (err) {
+    await events.close().catch(() => {});
+    await db.destroy().catch(() => {});
+    throw err;
+  }
+  const running = server;
+  log.info({ url: running.url, auth: tokens.enabled ? 'tokens' : `loopback only, as ${opts.localUser}` }, 'http server listening');
+  if (!tokens.enabled && !isLoopbackHost(opts.host ?? '127.0.0.1')) {
+    log.warn({ host: opts.host }, 'no api.tokens configured: the http server answers only loopback clients whatever address it listens on');
+  }
+  return {
+    url: running.url,
+    port: running.port,
+    close: async () => {
+      await running.close();
+      await events.close();
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * The dashboard's buttons, each a POST form that writes the SQL contract through the operations
+ * layer as the signed-in user:
+ *   POST /workflows/:id/steps/:stepId/approve     approveStep (readied_by = the user)
+ *   POST /workflows/:id/steps/:stepId/reject      rejectStep, with the form's `reason`
+ *   POST /workflows/:id/cancel                    cancelWorkflow
+ *   POST /workflows/:id/retry                     retryWorkflow
+ * Success answers 303 to the workflow's page; a refusal renders that page again with the
+ * operation's message (the CLI's wording) and its HTTP status.
+ */
+import type { Context, Hono } from 'hono';
+import { OperationError, httpStatusFor } from '../../api/errors.js';
+import type { HttpEnv } from '../auth.js';
+import { html } from '../html.js';
+import { page } from './layout.js';
+import type { DashboardDeps } from './pages.js';
+import { pageContext, sendHtml } from './respond.js';
+import { renderWorkflowPage } from './workflowPage.js';
+
+type Action = (user: string, form: Record<string, unknown>, c: Context<HttpEnv>) => Promise<unknown>;
+
+export function mountActions(app: Hono<HttpEnv>, deps: DashboardDeps): void {
+  const ops = deps.operations;
+  const route = (path: string, action: Action) => {
+    app.post(path, async (c) => {
+      const form = await c.req.parseBody();
+      const workflowId = c.req.param('id') ?? '';
+      try {
+        await action(c.get('user'), form, c);
+      } catch (err) {
+        if (!(err instanceof OperationError)) throw err;
+        return refused(c, deps, workflowId, err);
+      }
+      return c.redirect(`/workflows/${encodeURIComponent(workflowId)}`, 303);
+    });
+  };
+  route('/workflows/:id/steps/:stepId/approve', (user, _form, c) => ops.approveStep(user, { stepId: c.req.param('stepId') ?? '' }));
+  route('/workflows/:id/steps/:stepId/reject', (user, form, c) => {
+    const reason = typeof form.reason === 'string' && form.reason.trim() ? form.reason.trim() : undefined;
+    return ops.rejectStep(user, { stepId: c.req.param('stepId') ?? '', ...(reason !== undefined ? { reason } : {}) });
+  });
+  route('/workflows/:id/cancel', (user, _form, c) => ops.cancelWorkflow(user, { workflowId: c.req.param('id') ?? '' }));
+  route('/workflows/:id/retry', (user, _form, c) => ops.retryWorkflow(user, { workflowId: c.req.param('id') ?? '' }));
+}
+
+async function refused(c: Context<HttpEnv>, deps: DashboardDeps, workflowId: string, err: OperationError): Promise<Response> {
+  const ctx = pageContext(c, deps.sessions);
+  const status = (httpStatusFor(err.code) ?? 500) as 400 | 403 | 404 | 409 | 500 | 501 | 503;
+  try {
+    const details = await deps.operations.getWorkflow(ctx.user, { workflowId });
+    return sendHtml(c, ctx, renderWorkflowPage(ctx, details, err.message), status);
+  } catch {
+    return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/">← workflows</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status);
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * A workflow's step rows as nested HTML lists: the same tree as `stepd status` (buildTree in
+ * src/cli/statusView.ts): fan-out rows under their fork, grouped by branch or item, every attempt
+ * its own row; arguments, results and errors folded in <details> (each with a stable key so a
+ * live refresh keeps it open).
+ */
+import { buildTree, describeStep, type StepNode, type StepView } from '../../cli/statusView.js';
+import { formatDuration, formatError } from '../../cli/format.js';
+import { html, prettyJson, type Html } from '../html.js';
+
+export function renderStepTree(steps: StepView[], now: Date = new Date()): Html {
+  if (steps.length === 0) return html`<p class="muted">No steps yet.</p>`;
+  return html`<ul class="tree" id="steps">${buildTree(steps).map((n) => stepItem(n, now))}</ul>`;
+}
+
+function stepItem(node: StepNode, now: Date): Html {
+  const s = node.step;
+  return html`<li data-step-id="${s.id}" data-step-name="${s.name}" data-status="${s.status}">
+  <div class="step-head">
+    <strong>${s.name}</strong>
+    <span class="muted">${kindLabel(s)}</span>
+    <span class="status s-${s.status}">${s.status}</span>
+    <span>${stepSummary(s, now)}</span>
+    <span class="muted">#${s.id}</span>
+  </div>
+  ${s.status === 'failed' && s.error ? html`<div class="error">${formatError(s.error)}</div>` : ''}
+  ${folded(`args-${s.id}`, 'arguments', s.args)}
+  ${folded(`result-${s.id}`, 'result', s.result)}
+  ${s.error ? folded(`error-${s.id}`, 'error details', s.error) : ''}
+  ${s.readiedBy ? html`<div class="muted">readied by ${s.readiedBy}${s.readiedAt ? html` at <time datetime="${s.readiedAt}">${s.readiedAt}</time>` : ''}</div>` : ''}
+  ${node.branches.map(
+    (b) => html`<ul><li class="branch" data-branch="${b.index ?? ''}">${branchLabel(s, b.index)}<ul>${b.steps.map((n) => stepItem(n, now))}</ul></li></ul>`,
+  )}
+</li>`;
+}
+
+function kindLabel(s: StepView): string {
+  if (s.tool) return s.tool;
+  return s.kind === 'unknown' ? '' : s.kind;
+}
+
+function stepSummary(s: StepView, now: Date): string {
+  if (s.status === 'pending') return `waiting for approval since ${formatDuration(Math.max(0, now.getTime() - Date.parse(s.createdAt)))}`;
+  return describeStep(s, now).replace(/^(done|failed|cancelled):?\s*/, '').replace(/^running for/, 'for');
+}
+
+function branchLabel(fork: StepView, index: number | null): string {
+  if (index === null) return 'branch';
+  const branches = (fork.result as { branches?: unknown } | null)?.branches;
+  if (Array.isArray(branches)) return `branch ${index}: ${String(branches[index] ?? index)}`;
+  return `item ${index}`;
+}
+
+/** A JSON value folded in <details>; nothing for null / undefined. */
+export function folded(key: string, label: string, value: unknown): Html | '' {
+  if (value === null || value === undefined) return '';
+  return html`<details data-key="${key}"><summary>${label}</summary><pre>${prettyJson(value)}</pre></details>`;
+}

@@ -1,0 +1,77 @@
+/**
+ * One workflow: its status and times, the buttons that apply (cancel while it is new or running,
+ * retry once it failed), the gates waiting for someone with their message and approve / reject
+ * forms, and the step tree. Everything under the title is the live region.
+ */
+import { mayApprove } from '../../api/flowAccess.js';
+import type { WaitingGate, WorkflowDetails } from '../../api/operations.js';
+import { formatDuration, formatError } from '../../cli/format.js';
+import { html, type Html } from '../html.js';
+import { page, type PageContext } from './layout.js';
+import { utc } from './listPage.js';
+import { folded, renderStepTree } from './stepTree.js';
+
+export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, problem?: string): Html {
+  const wf = details.workflow;
+  return page(ctx, {
+    title: `workflow ${wf.id} ${wf.name}`,
+    events: `/events?workflow=${encodeURIComponent(wf.id)}`,
+    body: html`<p><a href="/">← workflows</a></p>
+<h2>Workflow ${wf.id}: ${wf.name}</h2>
+${problem ? html`<p class="flash" role="alert" id="problem">${problem}</p>` : ''}
+<div id="live">${renderWorkflowLive(ctx, details)}</div>`,
+  });
+}
+
+/** Status, buttons, gates and the tree (the live region). */
+export function renderWorkflowLive(ctx: PageContext, details: WorkflowDetails, now: Date = new Date()): Html {
+  const wf = details.workflow;
+  const active = wf.status === 'new' || wf.status === 'running';
+  return html`<dl class="meta">
+  <dt>status</dt><dd class="status s-${wf.status}" id="workflow-status">${wf.status}</dd>
+  <dt>user</dt><dd>${wf.createdBy ?? ''}</dd>
+  ${wf.key ? html`<dt>key</dt><dd>${wf.key}</dd>` : ''}
+  <dt>created (UTC)</dt><dd><time datetime="${wf.createdAt}">${utc(wf.createdAt)}</time></dd>
+  ${wf.startedAt ? html`<dt>started</dt><dd><time datetime="${wf.startedAt}">${utc(wf.startedAt)}</time></dd>` : ''}
+  ${wf.completedAt ? html`<dt>finished</dt><dd><time datetime="${wf.completedAt}">${utc(wf.completedAt)}</time></dd>` : ''}
+  ${wf.cancelledAt ? html`<dt>cancelled</dt><dd><time datetime="${wf.cancelledAt}">${utc(wf.cancelledAt)}</time></dd>` : ''}
+  ${wf.durationMs !== null ? html`<dt>duration</dt><dd>${formatDuration(wf.durationMs)}${wf.status === 'running' ? ' so far' : ''}</dd>` : ''}
+  <dt>steps</dt><dd>${details.steps.length} row(s)</dd>
+</dl>
+${wf.error ? html`<div class="error" id="workflow-error">${formatError(wf.error)}</div>` : ''}
+${folded(`wf-input-${wf.id}`, 'input', wf.input)}
+${wf.status === 'completed' ? folded(`wf-output-${wf.id}`, 'output', wf.output) : ''}
+${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
+<div class="actions">
+  ${active ? actionForm(ctx, `/workflows/${wf.id}/cancel`, 'cancel workflow', 'cancel', `Cancel workflow ${wf.id}? Its running steps are aborted.`) : ''}
+  ${wf.status === 'failed' ? actionForm(ctx, `/workflows/${wf.id}/retry`, 'retry workflow', 'retry') : ''}
+</div>
+${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, now))}` : ''}
+<h3>Steps</h3>
+${renderStepTree(details.steps, now)}`;
+}
+
+function gate(ctx: PageContext, workflowId: string, g: WaitingGate, now: Date): Html {
+  const since = formatDuration(Math.max(0, now.getTime() - Date.parse(g.since)));
+  const mayAct = mayApprove(g, ctx.user);
+  return html`<section class="gate" data-gate-step-id="${g.stepId}">
+  <div><strong>${g.name}</strong> <span class="muted">step #${g.stepId}, waiting ${since}${g.expiresAt ? html`, expires <time datetime="${g.expiresAt}">${utc(g.expiresAt)}</time> UTC` : ''}</span></div>
+  ${g.message ? html`<div class="message">${g.message}</div>` : ''}
+  ${g.approvers ? html`<div class="muted">approvers: ${g.approvers.join(', ')}${mayAct ? '' : ` (not ${ctx.user})`}</div>` : ''}
+  <div class="actions">
+    ${actionForm(ctx, `/workflows/${workflowId}/steps/${g.stepId}/approve`, 'approve', 'approve')}
+    <form class="inline" method="post" action="/workflows/${workflowId}/steps/${g.stepId}/reject">
+      <input type="hidden" name="csrf" value="${ctx.csrf}">
+      <input name="reason" placeholder="reason (optional)" aria-label="reason for rejecting">
+      <button name="action" value="reject">reject</button>
+    </form>
+  </div>
+</section>`;
+}
+
+function actionForm(ctx: PageContext, action: string, label: string, name: string, confirm?: string): Html {
+  return html`<form class="inline" method="post" action="${action}"${confirm ? html` data-confirm="${confirm}"` : ''}>
+  <input type="hidden" name="csrf" value="${ctx.csrf}">
+  <button name="action" value="${name}">${label}</button>
+</form>`;
+}

@@ -1,0 +1,44 @@
+/**
+ * `GET /events[?workflow=ID]`: the lifecycle events as Server-Sent Events (event name `stepd`,
+ * data the event's JSON; `resync` after the server's LISTEN reconnected), with a comment line
+ * every 20 s so proxies keep the connection open.
+ */
+import type { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import type { HttpEnv } from './auth.js';
+import type { EventHub, HubMessage } from './eventHub.js';
+
+const KEEPALIVE_MS = 20_000;
+
+export function mountEvents(app: Hono<HttpEnv>, hub: EventHub): void {
+  app.get('/events', (c) => {
+    const workflowId = c.req.query('workflow');
+    return streamSSE(c, async (stream) => {
+      const queue: HubMessage[] = [];
+      let wake: (() => void) | undefined;
+      const unsubscribe = hub.subscribe((m) => {
+        if (m.kind === 'event' && workflowId && m.event.workflowId !== workflowId) return;
+        queue.push(m);
+        wake?.();
+      });
+      const keepalive = setInterval(() => wake?.(), KEEPALIVE_MS);
+      stream.onAbort(() => wake?.());
+      try {
+        await stream.writeSSE({ event: 'ready', data: '{}', retry: 2_000 });
+        while (!stream.aborted && !stream.closed) {
+          if (queue.length === 0) {
+            await new Promise<void>((resolve) => (wake = resolve));
+            wake = undefined;
+            if (queue.length === 0 && !stream.aborted) await stream.write(': keepalive\n\n');
+          }
+          for (const m of queue.splice(0)) {
+            await stream.writeSSE(m.kind === 'event' ? { event: 'stepd', data: JSON.stringify(m.event) } : { event: 'stepd', data: '{"type":"resync"}' });
+          }
+        }
+      } finally {
+        clearInterval(keepalive);
+        unsubscribe();
+      }
+    });
+  });
+}

@@ -1,0 +1,61 @@
+/**
+ * The sign-in form (only when API tokens are configured): the user pastes their token once and
+ * gets a session cookie (HttpOnly, SameSite=Strict, signed; the token itself is not stored in the
+ * browser). `POST /sign-out` ends the session.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Context, Hono } from 'hono';
+import { deleteCookie, setCookie } from 'hono/cookie';
+import type { AuthPolicy, HttpEnv } from './auth.js';
+import { bareLayout, contentSecurityPolicy } from './dashboard/layout.js';
+import { html } from './html.js';
+import { SESSION_COOKIE } from './sessions.js';
+
+export function mountSignIn(app: Hono<HttpEnv>, auth: AuthPolicy): void {
+  app.get('/sign-in', (c) => {
+    if (!auth.tokens.enabled) return c.redirect('/', 303);
+    return form(c, localPath(c.req.query('next')));
+  });
+
+  app.post('/sign-in', async (c) => {
+    if (!auth.tokens.enabled) return c.redirect('/', 303);
+    const body = await c.req.parseBody();
+    const next = localPath(typeof body.next === 'string' ? body.next : undefined);
+    const token = typeof body.token === 'string' ? body.token.trim() : '';
+    const user = token ? auth.tokens.userFor(token) : undefined;
+    if (!user) return form(c, next, 'That token is not valid.', 401);
+    setCookie(c, SESSION_COOKIE, auth.sessions.issue(user), {
+      httpOnly: true,
+      sameSite: 'Strict',
+      path: '/',
+      secure: new URL(c.req.url).protocol === 'https:',
+      maxAge: Math.floor(auth.sessions.ttlMs / 1000),
+    });
+    return c.redirect(next, 303);
+  });
+
+  app.post('/sign-out', (c) => {
+    deleteCookie(c, SESSION_COOKIE, { path: '/' });
+    return c.redirect(auth.tokens.enabled ? '/sign-in' : '/', 303);
+  });
+}
+
+function form(c: Context<HttpEnv>, next: string, problem?: string, status: 200 | 401 = 200): Response {
+  const nonce = randomBytes(16).toString('base64');
+  c.header('Content-Security-Policy', contentSecurityPolicy(nonce));
+  c.header('Cache-Control', 'no-store');
+  const body = html`<h2>Sign in</h2>
+${problem ? html`<p class="flash" role="alert">${problem}</p>` : ''}
+<form method="post" action="/sign-in" class="filters">
+  <input type="hidden" name="next" value="${next}">
+  <label>API token <input type="password" name="token" autocomplete="current-password" required autofocus></label>
+  <button>sign in</button>
+</form>
+<p class="muted">A token from the daemon's configuration (<code>api.tokens</code>); it signs you in as the user it maps to.</p>`;
+  return c.html(bareLayout(nonce, 'sign in', body).value, status);
+}
+
+/** Only a path on this server (no `//host`, no scheme), else `/`. */
+function localPath(next: string | undefined): string {
+  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/';
+}
