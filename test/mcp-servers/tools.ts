@@ -4,6 +4,7 @@
  * also run by `node file.ts` (type stripping).
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { CreateMessageResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 export type TestEvent = { event: string; [key: string]: unknown };
@@ -104,6 +105,39 @@ export function registerTestTools(server: McpServer, state: TestToolState, optio
       return { ...text('{}'), structuredContent: { current: state.current, max: state.max } };
     },
   );
+
+  server.registerTool(
+    'progress',
+    {
+      description: 'Sends `count` progress notifications as fast as it can (when the call has a progressToken), then waits `ms`.',
+      inputSchema: { count: z.number(), ms: z.number().optional() },
+    },
+    async (args, extra) => {
+      const token = extra._meta?.progressToken;
+      record({ event: 'call', tool: 'progress', args, meta: extra._meta });
+      if (token !== undefined) {
+        for (let i = 1; i <= args.count; i++) {
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: i, total: args.count, message: `item ${i}` } });
+        }
+      }
+      if (args.ms) await wait(args.ms, extra.signal);
+      return { ...text(JSON.stringify({ count: args.count })), structuredContent: { count: args.count, progressToken: token ?? null } };
+    },
+  );
+
+  server.registerTool('sample', { description: 'Asks the client for sampling/createMessage and returns its answer or its error.' }, async (extra) => {
+    record({ event: 'call', tool: 'sample', meta: extra._meta });
+    try {
+      const answer = await extra.sendRequest(
+        { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hello' } }], maxTokens: 10 } },
+        CreateMessageResultSchema,
+      );
+      return { ...text('answered'), structuredContent: { answer } };
+    } catch (err) {
+      const e = err as { code?: unknown; message?: unknown };
+      return { ...text('refused'), structuredContent: { error: { code: e.code ?? null, message: String(e.message) } } };
+    }
+  });
 
   const crash = options.crash;
   if (crash) {

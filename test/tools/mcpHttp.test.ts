@@ -47,7 +47,7 @@ describe('MCP tools over Streamable HTTP', () => {
     const provider = httpProvider();
     const ctx = stepContext({ workflowId: '5', stepId: '8', attempt: 2, user: null, idempotencyKey: '5:step:8' });
     expect(await provider.call('meta', {}, ctx)).toEqual({
-      meta: { workflowId: '5', stepId: '8', stepName: 'step', attempt: 2, user: null, idempotencyKey: '5:step:8' },
+      meta: { workflowId: '5', stepId: '8', stepName: 'step', attempt: 2, user: null, idempotencyKey: '5:step:8', progressToken: expect.any(Number) },
     });
     const err = await rejectionOf(provider.call('nope', {}, stepContext()));
     expect(err).toMatchObject({ code: 'unknown_tool', retryable: false });

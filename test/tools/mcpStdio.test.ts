@@ -56,7 +56,8 @@ describe('MCP tools over stdio', () => {
     const { provider, events } = stdioProvider();
     const ctx = stepContext({ workflowId: '42', stepId: '99', stepName: 'search', attempt: 3, user: 'james', idempotencyKey: '42:search:99' });
     const result = await provider.call('meta', {}, ctx);
-    const meta = { workflowId: '42', stepId: '99', stepName: 'search', attempt: 3, user: 'james', idempotencyKey: '42:search:99' };
+    // The SDK adds the call's progressToken (a number) beside stepd's fields.
+    const meta = { workflowId: '42', stepId: '99', stepName: 'search', attempt: 3, user: 'james', idempotencyKey: '42:search:99', progressToken: expect.any(Number) };
     expect(result).toEqual({ meta });
     expect(events().find((e) => e.tool === 'meta')?.meta).toEqual(meta);
   });

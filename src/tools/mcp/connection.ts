@@ -13,6 +13,7 @@ import { isHttpServer, type McpServerConfig } from '../../configFile.js';
 import { StepError } from '../../errors.js';
 import { cutRemoteText, type Secrets } from '../../secrets.js';
 import { raceAbort, remoteMessage } from './results.js';
+import { answerServerRequests, STEPD_CLIENT_CAPABILITIES } from './serverRequests.js';
 import { watchedFetch } from './streamWatch.js';
 
 export interface Session {
@@ -125,7 +126,8 @@ export class McpConnection {
     const { name, clientInfo, connectTimeoutMs } = this.#opts;
     const id = this.#nextId++;
     const log = this.#log.child({ server: name, session: id });
-    const client = new Client(clientInfo, { capabilities: {} });
+    const client = new Client(clientInfo, { capabilities: STEPD_CLIENT_CAPABILITIES });
+    answerServerRequests(client, log, this.#opts.secrets);
     const lost = new AbortController();
     const session: Session = { client, id, tools: [], lost: lost.signal };
     // The SDK's errors carry the server's reply: only its redacted, cut message is logged.

@@ -2,13 +2,15 @@
  * One ToolProvider per configured MCP server: a step's `tool: "kb.search"` calls the tool
  * `search` on the server named `kb`, over a connection shared by every step (see connection.ts).
  */
+import type { Progress, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { McpServerConfig } from '../../configFile.js';
 import { StepError } from '../../errors.js';
-import type { Secrets } from '../../secrets.js';
-import type { ToolContext, ToolInfo, ToolProvider } from '../tool.js';
+import { cutRemoteText, type Secrets } from '../../secrets.js';
+import type { ToolContext, ToolInfo, ToolProgress, ToolProvider } from '../tool.js';
 import { listAllTools, McpConnection, type Session } from './connection.js';
 import { abortedError, classifyMcpError, isSessionExpired, toStepResult, type CallSite } from './results.js';
+import { callToolAsTask } from './taskCall.js';
 
 export interface McpProviderOptions {
   log: Logger;
@@ -55,16 +57,18 @@ export class McpServerProvider implements ToolProvider {
   readonly #callTimeoutMs: number;
   readonly #listTimeoutMs: number;
   readonly #secrets: Secrets | undefined;
+  readonly #log: Logger;
 
   constructor(name: string, server: McpServerConfig, options: McpProviderOptions) {
     this.prefix = name;
+    this.#log = options.log.child({ component: 'mcp' });
     this.#secrets = options.secrets;
     this.#callTimeoutMs = options.callTimeoutMs ?? 60 * 60_000;
     this.#listTimeoutMs = options.connectTimeoutMs ?? 30_000;
     this.#connection = new McpConnection({
       name,
       server,
-      log: options.log.child({ component: 'mcp' }),
+      log: this.#log,
       idleMs: options.idleMs ?? 5 * 60_000,
       connectTimeoutMs: this.#listTimeoutMs,
       clientInfo: options.clientInfo ?? { name: 'stepd', version: '0.1.0' },
@@ -93,11 +97,13 @@ export class McpServerProvider implements ToolProvider {
       // The step's own signal, or the connection breaking under the call: whichever comes first.
       const signal = AbortSignal.any([ctx.signal, session.lost]);
       try {
-        await this.#requireTool(session, tool, signal);
-        const result = await session.client.callTool({ name: tool, arguments: toolArgs, _meta: meta }, undefined, {
-          signal,
-          timeout: this.#callTimeoutMs,
-        });
+        const info = await this.#requireTool(session, tool, signal);
+        const params = { name: tool, arguments: toolArgs, _meta: meta };
+        // Every call asks for progress (the SDK sends a progressToken); reports go to the step.
+        const onprogress = (p: Progress) => ctx.onProgress?.(toolProgress(p, this.#secrets));
+        const result = requiresTask(info)
+          ? await callToolAsTask(session.client, params, site, { signal, timeoutMs: this.#callTimeoutMs, onprogress, log: this.#log, ...(this.#secrets ? { secrets: this.#secrets } : {}) })
+          : await session.client.callTool(params, undefined, { signal, timeout: this.#callTimeoutMs, onprogress });
         return toStepResult(result, site, this.#secrets);
       } catch (err) {
         throw this.#failure(err, session, site, ctx.signal);
@@ -153,10 +159,12 @@ export class McpServerProvider implements ToolProvider {
   }
 
   /** Checks `tool` against the cached list, listing again once in case the server's tools changed. */
-  async #requireTool(session: Session, tool: string, signal: AbortSignal): Promise<void> {
-    if (session.tools.some((t) => t.name === tool)) return;
+  async #requireTool(session: Session, tool: string, signal: AbortSignal): Promise<Tool> {
+    const known = session.tools.find((t) => t.name === tool);
+    if (known) return known;
     session.tools = await listAllTools(session.client, this.#listTimeoutMs, signal);
-    if (session.tools.some((t) => t.name === tool)) return;
+    const listed = session.tools.find((t) => t.name === tool);
+    if (listed) return listed;
     const names = session.tools.map((t) => t.name).sort();
     throw new StepError(
       'unknown_tool',
@@ -178,6 +186,19 @@ export class McpServerProvider implements ToolProvider {
     if (reset) this.#connection.discard(session, error.message);
     return error;
   }
+}
+
+/** Whether a tool must be called as an MCP task (`execution.taskSupport: "required"`). */
+export function requiresTask(tool: Pick<Tool, 'execution'> | undefined): boolean {
+  return tool?.execution?.taskSupport === 'required';
+}
+
+/** An MCP progress notification as a step's progress report (the message redacted and cut). */
+function toolProgress(p: Progress, secrets: Secrets | undefined): ToolProgress {
+  const out: ToolProgress = { progress: p.progress };
+  if (typeof p.total === 'number') out.total = p.total;
+  if (typeof p.message === 'string' && p.message !== '') out.message = cutRemoteText(p.message, secrets, 500);
+  return out;
 }
 
 function toArguments(args: unknown, site: CallSite): Record<string, unknown> {
