@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { registerApprove } from './approve.js';
 import { registerCancel } from './cancel.js';
 import { EXIT_CODES_HELP } from './common.js';
+import { registerFlow } from './flow.js';
 import { registerList } from './list.js';
 import { registerMcp } from './mcp.js';
 import { registerMigrate } from './migrate.js';
@@ -42,6 +43,7 @@ Run \`stepd help COMMAND\` for a command's options and examples.`,
   registerCancel(program);
   registerWatch(program);
   registerValidate(program);
+  registerFlow(program);
   registerMigrate(program);
   registerTools(program);
   registerMcp(program);

@@ -1,10 +1,18 @@
-/** `stepd run FLOW.json`: start a workflow (an INSERT through the SQL contract), optionally following it. */
+/**
+ * `stepd run FLOW.json` or `stepd run NAME[@VERSION]`: start a workflow (an INSERT through the SQL
+ * contract; by name with `flow` NULL, so the executor pins the registered version), optionally
+ * following it.
+ */
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { insertWorkflow } from '../db/contract.js';
+import { loadFlowVersion } from '../db/queries/flows.js';
 import { getWorkflowByKey } from '../db/reads.js';
+import type { FlowIssue } from '../flow/spec.js';
 import { validateFlow } from '../flow/validate.js';
-import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
+import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
+import { missingFlowMessage, parseFlowRef } from './flow.js';
 import { Follower } from './follow.js';
 
 interface RunFlags extends DatabaseFlags {
@@ -21,8 +29,8 @@ export function registerRun(program: Command): void {
   withDatabaseOptions(
     program
       .command('run')
-      .description('start a workflow from a flow file; with --follow, show its progress and exit with its outcome')
-      .argument('<flow>', 'flow JSON file (either form: {"start": "a", "steps": {…}} or the seed\'s flat form)')
+      .description('start a workflow from a flow file or a registered flow; with --follow, show its progress and exit with its outcome')
+      .argument('<flow>', 'flow JSON file (either form: {"start": "a", "steps": {…}} or the seed\'s flat form), or NAME[@VERSION] of a registered flow (stepd flow put)')
       .option('--input <json>', 'the workflow input, a JSON object (default: {})')
       .option('--input-file <file>', 'read the input from a JSON file')
       .option('--name <name>', 'workflow name (default: the flow file name)')
@@ -38,16 +46,19 @@ Examples:
   stepd run examples/sequential.json --input '{"topic": "AI safety"}' --follow
   stepd run examples/approval.json --user james --follow      # then, in another shell: stepd approve STEP_ID
   stepd run flow.json --input-file input.json --key order-1234 --json
+  stepd run research --input '{"topic": "AI safety"}'       # the registered flow "research", latest version
+  stepd run research@2 --follow                              # version 2 of it
 
-The flow is validated first; an invalid flow is not inserted (exit 1). Without --follow the
+An argument that is not a file names a registered flow (stepd flow list): the workflow is
+inserted with flow NULL (and flow_version for NAME@VERSION), and the executor runs the version
+that is latest when it admits it. The flow is validated first, and the input checked against
+its inputSchema; an invalid flow or input is not inserted (exit 1). Without --follow the
 command prints the new workflow's id and exits 0 once it is stored; the daemon runs it.`,
     )
     .action(async (file: string, flags: RunFlags) => {
-      const flow = await readJsonFile(file, 'flow file');
-      const issues = validateFlow(flow);
-      if (issues.length > 0) {
-        throw new CliError(`${file} is not a valid flow (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`);
-      }
+      const byName = !(await isFile(file)) && !looksLikePath(file);
+      const flow = byName ? null : await readJsonFile(file, 'flow file');
+      if (!byName) refuseInvalid(file, validateFlow(flow));
       if (flags.input !== undefined && flags.inputFile !== undefined) throw new CliError('give either --input or --input-file, not both');
       const input =
         flags.inputFile !== undefined
@@ -55,14 +66,19 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
           : flags.input !== undefined
             ? parseJsonObjectArg(flags.input, '--input')
             : {};
-      const name = flags.name ?? path.basename(file).replace(/\.json$/i, '');
+      const ref = byName ? parseFlowRef(file) : undefined;
+      if (ref && flags.name !== undefined && flags.name !== ref.name) {
+        throw new CliError(`--name cannot rename a registered flow: a workflow started by name is called like its flow (${JSON.stringify(ref.name)})`);
+      }
+      const name = ref?.name ?? flags.name ?? path.basename(file).replace(/\.json$/i, '');
       if (!name) throw new CliError('--name must not be empty');
 
       process.exitCode = await withDatabase(flags, async (ctx) => {
         const follower = flags.follow ? new Follower(ctx, { json: flags.json === true }) : undefined;
         await follower?.listen();
         try {
-          const created = await insertWorkflow(ctx.pool, { name, flow, input, createdBy: flags.user ?? null, key: flags.key ?? null });
+          if (ref) await checkRegisteredFlow(ctx, ref);
+          const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: flags.user ?? null, key: flags.key ?? null });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
           if (!id) throw new CliError(`could not start the workflow: key ${JSON.stringify(flags.key)} is taken but its workflow was not found`);
@@ -78,6 +94,31 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
         }
       });
     });
+}
+
+async function isFile(file: string): Promise<boolean> {
+  try {
+    return (await stat(file)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** A missing file is reported as such (not looked up as a flow name) when the argument looks like a path. */
+function looksLikePath(arg: string): boolean {
+  return /\.json$/i.test(arg) || arg.includes('/') || arg.includes(path.sep);
+}
+
+function refuseInvalid(what: string, issues: FlowIssue[]): void {
+  if (issues.length === 0) return;
+  throw new CliError(`${what} is not a valid flow (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`);
+}
+
+/** The registered flow (the version asked for, else the latest) exists and is valid. */
+async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }): Promise<void> {
+  const row = await loadFlowVersion(ctx.pool, ref.name, ref.version);
+  if (!row) throw new CliError(`${await missingFlowMessage(ctx.pool, ref.name, ref.version)}; nothing was started`);
+  refuseInvalid(`flow ${ref.name}@${row.version}`, validateFlow(row.flow));
 }
 
 async function inputFromFile(file: string): Promise<Record<string, unknown>> {
