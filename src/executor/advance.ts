@@ -351,6 +351,8 @@ export class Advance {
         }
         case 'timer':
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
+        // A pass step moves on at once, as a fork does: a done row, then its transition.
+        case 'pass':
         case 'fork': {
           const scope = await this.scopes.forStep(step, pos, extra);
           const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });

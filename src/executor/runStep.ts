@@ -50,6 +50,7 @@ export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: Compile
       case 'timer':
         return { status: 'done', result: null };
       case 'fork':
+      case 'pass':
         return { status: 'done', result: row.result ?? null };
       case 'tool':
         return { status: 'done', result: await callTool(deps, row, step, signal) };

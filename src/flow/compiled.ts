@@ -6,7 +6,8 @@ import type { Caps } from './caps.js';
 import type { CompiledCondition } from './conditions.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
-export type StepKind = 'tool' | 'gate' | 'timer' | 'fork';
+/** `pass`: a step with no tool, approval, wait or fan-out (steps form): it does nothing and moves on at once. */
+export type StepKind = 'tool' | 'gate' | 'timer' | 'fork' | 'pass';
 export type FanoutMode = 'failFast' | 'allSettled';
 
 export type Transition =
@@ -16,7 +17,7 @@ export type Transition =
   | { kind: 'forEach'; items: unknown; step: string; concurrency: number; as?: string; join?: string; mode: FanoutMode }
   /** End of a chain: arrive at the enclosing fan-out's join (seed form names it), or end the workflow. */
   | { kind: 'arrive'; join?: string }
-  | { kind: 'done'; status: 'completed' | 'failed'; error?: string };
+  | { kind: 'done'; status: 'completed' | 'failed'; error?: string | { code: string; message: string } };
 
 export interface RetryPolicy {
   maxAttempts: number;

@@ -51,11 +51,40 @@ export const forEachSpec = z
   })
   .strict();
 
-export const doneSpec = z.union([
-  z.literal(true),
-  z.object({ status: z.literal('failed'), error: z.string().min(1).optional() }).strict(),
-  z.object({ status: z.literal('completed') }).strict(),
-]);
+/** How a step ends the workflow: `done.error` is a message, or `{code, message}` for the workflow's error. */
+export type DoneSpec = true | { status: 'completed' } | { status: 'failed'; error?: string | { code: string; message: string } };
+
+const DONE_FORMS = 'true, {"status": "completed"} or {"status": "failed", "error": …}';
+const DONE_ERROR_FORMS = 'a message (a non-empty string) or {"code": "…", "message": "…"}';
+
+/** Checked by hand, not as a zod union, so each mistake gets a message that says what is expected. */
+export const doneSpec = z.unknown().transform((v, ctx): DoneSpec => {
+  const refuse = (message: string, path: string[] = []): never => {
+    ctx.issues.push({ code: 'custom', message, input: v, path });
+    return z.NEVER;
+  };
+  if (v === true) return true;
+  if (!isPlainObject(v)) return refuse(`done must be ${DONE_FORMS} (got ${describeJson(v)})`);
+  const extra = Object.keys(v).filter((k) => k !== 'status' && !(k === 'error' && v.status === 'failed'));
+  if (v.status === 'completed' && extra.length === 0) return { status: 'completed' };
+  if (v.status !== 'failed' && v.status !== 'completed') return refuse(`done.status must be "completed" or "failed" (got ${describeJson(v.status)})`, ['status']);
+  if (extra.length > 0) return refuse(`done takes no "${extra[0]}"${v.status === 'completed' ? ' when it completes (an error goes with "status": "failed")' : ''}`, [extra[0]!]);
+  const error = v.error;
+  if (error === undefined) return { status: 'failed' };
+  if (typeof error === 'string' && error.length > 0) return { status: 'failed', error };
+  if (isPlainObject(error) && typeof error.code === 'string' && error.code && typeof error.message === 'string' && error.message && Object.keys(error).length === 2) {
+    return { status: 'failed', error: { code: error.code, message: error.message } };
+  }
+  return refuse(`done.error must be ${DONE_ERROR_FORMS} (got ${describeJson(error)})`, ['error']);
+});
+
+function describeJson(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return `an object with ${Object.keys(v as object).length ? Object.keys(v as object).map((k) => `"${k}"`).join(', ') : 'no keys'}`;
+  const text = JSON.stringify(v) ?? String(v);
+  return `${typeof v} ${text.length > 40 ? `${text.slice(0, 40)}…` : text}`;
+}
 
 export const stepSpec = z
   .object({
@@ -116,7 +145,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  * Reads either form into the canonical one. The seed's flat form is recognised by `start`
  * being an object; its `name` says what the first step is called.
  */
-export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue[] } {
+export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue[]; flat?: true } {
   // A flow stored as JSON text (a jsonb string) is read once; text holding text again is refused.
   if (typeof raw === 'string') {
     try {
@@ -150,7 +179,7 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
     steps[key] = spec;
   }
   steps[name] = start;
-  return { flow: { start: name, steps }, issues };
+  return { flow: { start: name, steps }, issues, flat: true };
 }
 
 /** The path to the first value nested deeper than `max` levels (recursion bounded by `max`). */
@@ -172,7 +201,7 @@ function deepPath(value: unknown, max: number): (string | number)[] {
 }
 
 /** Parses shape only (zod); graph checks are in validate.ts. */
-export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[] } {
+export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[]; flat?: true } {
   const normalized = normalizeFlow(raw);
   if (normalized.issues.length || normalized.flow === undefined) return { issues: normalized.issues };
   const steps = (normalized.flow as { steps?: unknown }).steps;
@@ -191,5 +220,5 @@ export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIss
       issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
     };
   }
-  return { spec: parsed.data, issues: [] };
+  return { spec: parsed.data, issues: [], ...(normalized.flat ? { flat: true as const } : {}) };
 }

@@ -78,7 +78,8 @@ export function resolveSuccess(flow: CompiledFlow, stepName: string, scope: Temp
       }
       case 'done':
         if (t.status === 'failed') {
-          return { kind: 'failWorkflow', error: { code: 'failed_by_flow', message: t.error ?? `step "${stepName}" failed the workflow`, step: stepName } };
+          const given = typeof t.error === 'object' ? t.error : { code: 'failed_by_flow', message: t.error ?? `step "${stepName}" failed the workflow` };
+          return { kind: 'failWorkflow', error: { ...given, step: stepName } };
         }
         return { kind: 'complete', output: checkedOutput(flow, outputOf(step, scope)) };
       case 'arrive':

@@ -38,7 +38,7 @@ export function compileFlow(raw: unknown, options: CompileOptions = {}): Compile
   const shape = parseFlowShape(raw);
   if (!shape.spec) return { ok: false, issues: shape.issues };
   const issues: FlowIssue[] = [];
-  const flow = buildFlow(shape.spec, issues);
+  const flow = buildFlow(shape.spec, issues, shape.flat === true);
   if (options.caps) applyCaps(flow, options.caps, issues);
   if (issues.length === 0) issues.push(...checkRegions(flow));
   if (issues.length > 0) return { ok: false, issues };
@@ -90,7 +90,8 @@ function durationMs(value: string | number | undefined, path: string, issues: Fl
   }
 }
 
-function buildFlow(spec: FlowSpec, issues: FlowIssue[]): CompiledFlow {
+/** `flatForm`: the seed's form, where a step without a tool is a gate; in the steps form only `approval` makes one. */
+function buildFlow(spec: FlowSpec, issues: FlowIssue[], flatForm: boolean): CompiledFlow {
   const names = new Set(Object.keys(spec.steps));
   const aliases = new Set<string>();
   for (const [name, s] of Object.entries(spec.steps)) {
@@ -118,7 +119,7 @@ function buildFlow(spec: FlowSpec, issues: FlowIssue[]): CompiledFlow {
   if (timeoutMs !== undefined) flow.timeoutMs = timeoutMs;
 
   for (const [name, step] of Object.entries(spec.steps)) {
-    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues });
+    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues, flatForm });
     if (compiled) flow.steps.set(name, compiled);
   }
   return flow;
@@ -129,6 +130,7 @@ interface BuildContext {
   roots: Set<string>;
   aliases: string[];
   issues: FlowIssue[];
+  flatForm: boolean;
 }
 
 function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep | undefined {
@@ -194,7 +196,8 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (hasTool) kind = 'tool';
   else if (isFork) kind = 'fork';
   else if (s.wait !== undefined) kind = 'timer';
-  else kind = 'gate';
+  else if (s.approval !== undefined || ctx.flatForm) kind = 'gate';
+  else kind = 'pass';
   if (hasTool && s.approval !== undefined) issues.push({ path: `${at}.approval`, message: 'a step cannot have both a tool and an approval' });
   if (hasTool && s.wait !== undefined) issues.push({ path: `${at}.wait`, message: 'a step cannot have both a tool and a wait' });
   if (s.wait !== undefined && (s.approval !== undefined || isFork)) {
@@ -206,7 +209,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (!hasTool && s.args !== undefined && !(typeof s.args === 'object' && s.args !== null && Object.keys(s.args).length === 0)) {
     issues.push({ path: `${at}.args`, message: 'args only apply to a step with a tool' });
   }
-  if ((kind === 'timer' || kind === 'fork') && s.retry !== undefined) {
+  if ((kind === 'timer' || kind === 'fork' || kind === 'pass') && s.retry !== undefined) {
     issues.push({ path: `${at}.retry`, message: 'retry only applies to tool steps and gates' });
   }
   if (s.output !== undefined && s.done === undefined && transitions.length > 0 && !(transitions.length === 1 && transitions[0] === 'join')) {
