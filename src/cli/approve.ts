@@ -1,6 +1,7 @@
 /** `stepd approve STEP_ID`: ready a pending step (approve or reject a gate) through the SQL contract. */
 import os from 'node:os';
 import type { Command } from 'commander';
+import { stepNotFoundMessage, stepNotPendingMessage } from '../api/errors.js';
 import { readyPendingStep } from '../db/contract.js';
 import { getStepWithWorkflow } from '../db/reads.js';
 import { CliError, out, outJson, parseId, parseJsonArg, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
@@ -72,14 +73,9 @@ function defaultUser(): string | null {
 }
 
 /** Reads the step and refuses, saying why, unless it is pending. */
-async function refuseUnlessPending(ctx: ClientContext, id: string, verb: string): Promise<void> {
+async function refuseUnlessPending(ctx: ClientContext, id: string, verb: 'approved' | 'rejected'): Promise<void> {
   const step = await getStepWithWorkflow(ctx.db, id);
-  if (!step) throw new CliError(`step ${id} does not exist in schema "${ctx.schema}" (see the step ids with: stepd status WORKFLOW_ID)`);
+  if (!step) throw new CliError(stepNotFoundMessage(id, ctx.schema));
   if (step.status === 'pending') return;
-  const what = `step ${id} (${step.name}, workflow ${step.workflow_id})`;
-  const why =
-    step.status === 'cancelled' ? `${what} was cancelled (the workflow is ${step.workflow_status})` :
-    step.status === 'ready' && step.readied_at ? `${what} was already readied${step.readied_by ? ` by ${step.readied_by}` : ''}` :
-    `${what} is ${step.status}`;
-  throw new CliError(`${why}; only a pending step can be ${verb}`);
+  throw new CliError(stepNotPendingMessage(step, verb));
 }

@@ -1,5 +1,6 @@
 /** `stepd cancel ID`: cancel a workflow through the SQL contract. */
 import type { Command } from 'commander';
+import { workflowNotActiveMessage, workflowNotFoundMessage } from '../api/errors.js';
 import { cancelWorkflowIfActive } from '../db/contract.js';
 import { getWorkflow } from '../db/reads.js';
 import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
@@ -36,7 +37,7 @@ A workflow that already ended is refused with exit code 1.`,
 /** Reads the workflow and refuses, saying why, unless it can still be cancelled. */
 async function refuseUnlessActive(ctx: ClientContext, id: string): Promise<undefined> {
   const wf = await getWorkflow(ctx.db, id);
-  if (!wf) throw new CliError(`workflow ${id} does not exist in schema "${ctx.schema}" (list them with: stepd list)`);
+  if (!wf) throw new CliError(workflowNotFoundMessage(id, ctx.schema));
   if (wf.status === 'new' || wf.status === 'running') return undefined;
-  throw new CliError(`workflow ${id} (${wf.name}) is already ${wf.status}; only a new or running workflow can be cancelled`);
+  throw new CliError(workflowNotActiveMessage(wf));
 }

@@ -1,5 +1,6 @@
 /** `stepd status ID`: a workflow and its steps as a tree (or JSON). */
 import type { Command } from 'commander';
+import { workflowNotFoundMessage } from '../api/errors.js';
 import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
 import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
 import { buildStatusView, renderStatus } from './statusView.js';
@@ -23,7 +24,7 @@ Examples:
       const id = parseId(idText, 'workflow id');
       await withDatabase(flags, async (ctx) => {
         const wf = await getWorkflow(ctx.db, id);
-        if (!wf) throw new CliError(`workflow ${id} does not exist in schema "${ctx.schema}" (list them with: stepd list)`);
+        if (!wf) throw new CliError(workflowNotFoundMessage(id, ctx.schema));
         const view = buildStatusView(wf, await getWorkflowSteps(ctx.db, id));
         if (flags.json) outJson(view);
         else for (const line of renderStatus(view)) out(line);
