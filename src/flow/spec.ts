@@ -148,12 +148,15 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue[]; flat?: true } {
   // A flow stored as JSON text (a jsonb string) is read once; text holding text again is refused.
   if (typeof raw === 'string') {
+    const text = raw;
     try {
-      raw = JSON.parse(raw);
+      raw = JSON.parse(text);
       if (typeof raw === 'string') return { issues: [{ path: '', message: 'flow must be a JSON object, but it is JSON text encoded twice' }] };
     } catch (err) {
+      // Text that starts like a JSON object or array was meant as one; anything else is just a string.
       // The parser's message may quote half of a surrogate pair (an emoji): storableText cleans it later.
-      return { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] };
+      if (/^\s*[[{]/.test(text)) return { issues: [{ path: '', message: `flow is JSON text that is not valid JSON: ${(err as Error).message}` }] };
+      return { issues: [{ path: '', message: `flow must be a JSON object, but it is a string, not a flow: ${quoteStart(text)}` }] };
     }
   }
   const size = measureJson(raw, { maxBytes: MAX_FLOW_BYTES });
@@ -180,6 +183,12 @@ export function normalizeFlow(raw: unknown): { flow?: unknown; issues: FlowIssue
   }
   steps[name] = start;
   return { flow: { start: name, steps }, issues, flat: true };
+}
+
+/** The first 60 characters of `text` as JSON, cut between code points (never inside an emoji). */
+function quoteStart(text: string): string {
+  const points = Array.from(text);
+  return points.length > 60 ? `${JSON.stringify(points.slice(0, 60).join(''))}…` : JSON.stringify(text);
 }
 
 /** The path to the first value nested deeper than `max` levels (recursion bounded by `max`). */

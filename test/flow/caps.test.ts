@@ -149,7 +149,7 @@ describe('odd flows get issues, never exceptions', () => {
   it('a string starting with an emoji is not JSON: one issue, storable once cleaned', () => {
     const issues = validateFlow('🙂{"start":"a"}');
     expect(issues).toHaveLength(1);
-    expect(issues[0]!.message).toMatch(/not valid JSON/);
+    expect(issues[0]!.message).toMatch(/it is a string, not a flow/);
     expect(storableIssues(issues)[0]!.message).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])/);
   });
 

@@ -64,3 +64,16 @@ describe('done of the wrong type says what it expects', () => {
     expect(issuesOf(done)).toEqual([{ path, message }]);
   });
 });
+
+describe('a flow stored as a JSON string', () => {
+  it('says a string that is not a flow is a string, not that it is not valid JSON', () => {
+    expect(validateFlow('hello world')).toEqual([{ path: '', message: 'flow must be a JSON object, but it is a string, not a flow: "hello world"' }]);
+    const long = validateFlow(`🙂${'x'.repeat(100)}`)[0]!.message;
+    expect(long).toMatch(/it is a string, not a flow: "🙂x{59}"…$/);
+  });
+
+  it('says JSON text holding something other than an object is not a flow object', () => {
+    expect(validateFlow('[1, 2]')).toEqual([{ path: '', message: 'flow must be a JSON object' }]);
+    expect(validateFlow('{"start": ')[0]!.message).toMatch(/^flow is JSON text that is not valid JSON: /);
+  });
+});
