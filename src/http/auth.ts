@@ -35,7 +35,8 @@ export function authenticate(policy: AuthPolicy): MiddlewareHandler<HttpEnv> {
       if (!isLoopbackAddress(remoteAddress(c))) {
         return c.text('stepd serves only loopback clients when no api.tokens are configured\n', 403);
       }
-      if (!isLoopbackHost(c.req.header('host'))) {
+      // The URL's host is the request's Host header (the listening address when it has none).
+      if (!isLoopbackHost(new URL(c.req.url).host)) {
         return c.text('refused: the Host header must name a loopback address (127.0.0.1, ::1 or localhost) when no api.tokens are configured\n', 403);
       }
       c.set('user', policy.localUser);

@@ -1,0 +1,156 @@
+import { describe, expect, it } from 'vitest';
+import { EventHub } from '../../src/http/eventHub.js';
+import { createHttpApp } from '../../src/http/app.js';
+import { Sessions } from '../../src/http/sessions.js';
+import { createTokenLookup } from '../../src/api/tokens.js';
+import { silentLogger } from '../../src/logger.js';
+import { createTestSchema, insertWorkflow, onCleanup, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { buildTestApp, formPost, gatedFlow } from './helpers.js';
+
+const html = { accept: 'text/html' };
+
+describe('dashboard pages', () => {
+  it('escapes hostile names, errors, arguments and results', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const evil = '<script>alert(1)</script>';
+    const flow = {
+      start: 'a',
+      steps: {
+        a: { tool: 'core.echo', args: { x: `"><img src=x onerror=alert(2)>` }, next: 'b' },
+        b: { tool: 'core.fail', args: { code: 'boom', message: `<b onmouseover=alert(3)>${evil}</b>` } },
+      },
+    };
+    const id = await insertWorkflow(t, flow, { note: evil }, { name: evil, user: `<i>${evil}</i>` });
+    await waitForWorkflow(t, id);
+    const { request } = buildTestApp(t);
+    for (const path of ['/', `/workflows/${id}`]) {
+      const body = await (await request(path, { headers: html })).text();
+      expect(body, path).not.toContain('<script>alert');
+      expect(body, path).not.toContain('<img src=x');
+      expect(body, path).not.toContain('<b onmouseover');
+      expect(body, path).not.toContain('<i>');
+      expect(body, path).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    }
+    const page = await request(`/workflows/${id}`, { headers: html });
+    // Only the page's own script and style run: the CSP allows nothing without the nonce.
+    expect(page.headers.get('content-security-policy')).toMatch(/script-src 'nonce-[^']+'/);
+    expect(page.headers.get('content-security-policy')).not.toContain('unsafe-inline');
+  });
+
+  it('filters the list by status, name, user and creation time', async () => {
+    const t = await createTestSchema();
+    const done = { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } };
+    await startExecutor(t);
+    const a = await insertWorkflow(t, done, {}, { name: 'alpha', user: 'alice' });
+    const b = await insertWorkflow(t, gatedFlow, {}, { name: 'beta', user: 'bob' });
+    await waitForWorkflow(t, a);
+    await waitForStep(t, b, 'review', 'pending');
+    const { request } = buildTestApp(t);
+    const ids = async (query: string) => {
+      const body = await (await request(`/?${query}`, { headers: html })).text();
+      return [...body.matchAll(/data-workflow-id="(\d+)"/g)].map((m) => m[1]);
+    };
+    expect(await ids('')).toEqual([b, a]);
+    expect(await ids('status=running')).toEqual([b]);
+    expect(await ids('status=completed')).toEqual([a]);
+    expect(await ids('name=alpha')).toEqual([a]);
+    expect(await ids('user=bob')).toEqual([b]);
+    const created = (await t.q<{ created_at: Date }>(`SELECT created_at FROM stepd.workflows WHERE id = $1`, [b]))[0]!.created_at;
+    const minute = new Date(created).toISOString().slice(0, 16);
+    expect(await ids(`since=${minute}`)).toContain(b);
+    expect(await ids(`until=${minute}`)).not.toContain(b);
+
+    const bad = await request('/?status=bogus&since=yesterday', { headers: html });
+    expect(bad.status).toBe(400);
+    const text = await bad.text();
+    expect(text).toContain('status must be one of new, running, completed, failed, cancelled');
+    expect(text).toContain('since must be a date and time');
+  });
+
+  it('shows a waiting gate with its message, and cancel refuses a finished workflow with the CLI wording', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, gatedFlow, {}, { name: 'release', user: 'alice' });
+    const step = await waitForStep(t, id, 'review', 'pending');
+    const { request, sessions } = buildTestApp(t, { localUser: 'carol' });
+    const body = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(body).toContain(`data-gate-step-id="${step.id}"`);
+    expect(body).toContain('<div class="message">Ship it?</div>');
+    expect(body).toContain(`action="/workflows/${id}/cancel"`);
+
+    const csrf = sessions.csrfToken('carol');
+    expect((await request(`/workflows/${id}/cancel`, formPost({ csrf }))).status).toBe(303);
+    expect((await waitForWorkflow(t, id)).status).toBe('cancelled');
+    const again = await request(`/workflows/${id}/cancel`, formPost({ csrf }));
+    expect(again.status).toBe(409);
+    expect(await again.text()).toContain(`workflow ${id} (release) is already cancelled; only a new or running workflow can be cancelled`);
+
+    const missing = await request('/workflows/999999', { headers: html });
+    expect(missing.status).toBe(404);
+  });
+
+  it('nests fan-out rows under their fork by item', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const flow = {
+      start: 'each',
+      steps: {
+        each: { forEach: { items: '{{input.xs}}', step: 'work' }, join: 'end' },
+        work: { tool: 'core.echo', args: { x: '{{item}}' } },
+        end: { tool: 'core.echo', args: { all: '{{results}}' }, done: true },
+      },
+    };
+    const id = await insertWorkflow(t, flow, { xs: ['p', 'q'] });
+    const wf = await waitForWorkflow(t, id);
+    const { request } = buildTestApp(t);
+    const body = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(body).toMatch(/data-step-name="each"[\s\S]*data-branch="0"[\s\S]*data-step-name="work"[\s\S]*data-branch="1"[\s\S]*data-step-name="work"/);
+  });
+
+  it('mounts /mcp with the request user and /metrics', async () => {
+    const t = await createTestSchema();
+    const seen: string[] = [];
+    const { request } = buildTestApp(t, {
+      localUser: 'dave',
+      mcp: async (req, user) => {
+        seen.push(`${req.method} ${user}`);
+        return Response.json({ ok: true });
+      },
+      metrics: async () => new Response('stepd_up 1\n', { headers: { 'content-type': 'text/plain' } }),
+    });
+    expect((await request('/mcp', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
+    expect(seen).toEqual(['POST dave']);
+    expect((await request('/mcp', { method: 'POST', headers: { origin: 'https://evil.example', 'content-type': 'application/json' }, body: '{}' })).status).toBe(403);
+    expect(await (await request('/metrics')).text()).toBe('stepd_up 1\n');
+  });
+});
+
+describe('live updates', () => {
+  it('streams the workflow events as Server-Sent Events', async () => {
+    const t = await createTestSchema();
+    const hub = new EventHub({ url: t.url, schema: t.schema, log: silentLogger() });
+    await hub.start();
+    onCleanup(() => hub.close());
+    const app = createHttpApp({ auth: { tokens: createTokenLookup(undefined), localUser: 'erin', sessions: new Sessions() }, log: silentLogger(), events: hub });
+    const id = await insertWorkflow(t, gatedFlow);
+    const res = await app.request(`/events?workflow=${id}`, {}, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = res.body!.getReader();
+    onCleanup(async () => void (await reader.cancel().catch(() => {})));
+    let text = '';
+    const read = async (pattern: RegExp) => {
+      while (!pattern.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`stream ended before ${pattern}: ${text}`);
+        text += new TextDecoder().decode(value);
+      }
+    };
+    await read(/event: ready/);
+    await startExecutor(t);
+    await read(/"type":"step\.waiting"/);
+    expect(text).toMatch(/event: stepd\ndata: \{[^\n]*"workflowId":"\d+"/);
+    expect(hub.subscribers).toBe(1);
+  });
+});
