@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { assertSchemaName } from './connect.js';
 import { createRoleStatement, grantStatements, roleSetupScript, schemaRoles } from './roles.js';
+import { bossGrantStatements, migrateBossSchema, type BossSchemaResult } from '../schedules/bossSchema.js';
 import type { Logger } from '../logger.js';
 
 /** The sql/ folder of this package, found from this module's location (src/ or dist/src/). */
@@ -34,6 +35,8 @@ export interface MigrateResult {
   roles: { executor: string; client: string; status: 'ready' | 'needs-dba' | 'not-owner' };
   /** When status is 'needs-dba': the statements to run as a role that may create roles. */
   rolesSql?: string;
+  /** pg-boss's schema beside this one (schedules; src/schedules/bossSchema.ts). */
+  boss?: BossSchemaResult;
 }
 
 const checksum = (text: string): string => createHash('sha256').update(text).digest('hex');
@@ -92,6 +95,8 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
       opts.log?.warn({ schema, roles: schemaRoles(schema) }, 'this role may not create roles; a DBA must run the printed SQL (stepd migrate prints it)');
     }
     await client.query('COMMIT');
+    result.boss = await migrateBossSchema({ url: opts.url, schema, ...(opts.log ? { log: opts.log } : {}) });
+    if (result.rolesSql) result.rolesSql += `\n${bossGrantStatements(schema).map((s) => `${s};`).join('\n')}`;
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

@@ -50,6 +50,13 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     `GRANT SELECT ON ${t('flows')} TO ${ident(r.client)}`,
     `GRANT INSERT (name, flow, created_by) ON ${t('flows')} TO ${ident(r.client)}`,
     `GRANT DELETE ON ${t('workflows')} TO ${ident(r.client)}`,
+    // Schedules (sql/0014): clients add, change and remove them; the role that wrote one is stamped.
+    ...(tables.includes('schedules')
+      ? [
+          `GRANT SELECT, DELETE ON ${t('schedules')} TO ${ident(r.client)}`,
+          `GRANT INSERT (name, cron, tz, flow, input, created_by), UPDATE (cron, tz, flow, input, created_by) ON ${t('schedules')} TO ${ident(r.client)}`,
+        ]
+      : []),
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
   ];
 }

@@ -36,6 +36,7 @@ export function onCleanup(fn: () => Promise<void>): void {
 /** Drops a test schema and its two roles (roles are cluster-wide: they outlive the schema otherwise). */
 export async function dropSchemaAndRoles(db: pg.Pool | pg.Client, schema: string): Promise<void> {
   await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+  await db.query(`DROP SCHEMA IF EXISTS ${schema}_boss CASCADE`).catch(() => {});
   await db.query(`DROP ROLE IF EXISTS ${schema}_executor`).catch(() => {});
   await db.query(`DROP ROLE IF EXISTS ${schema}_client`).catch(() => {});
 }
