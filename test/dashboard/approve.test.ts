@@ -1,0 +1,76 @@
+/**
+ * The dashboard in a real browser: a daemon started by the CLI with `--http 0`, a gated workflow
+ * started through the SQL contract, the page opened in chromium. The test sees the workflow
+ * running in the list, opens it, clicks approve and sees it complete (the status arrives by the
+ * page's live update), with the approval recorded as the daemon's --user.
+ */
+import { describe, expect, it } from 'vitest';
+import { envFor, spawnCli } from '../cli/helpers.js';
+import { createTestSchema, getSteps, insertWorkflow, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { CHROMIUM, openBrowser } from './browser.js';
+
+const gated = {
+  start: 'draft',
+  steps: {
+    draft: { tool: 'core.echo', args: { title: 'Quarterly report' }, next: 'review' },
+    review: { description: 'Publish the quarterly report?', approval: true, next: 'publish' },
+    publish: { tool: 'core.echo', args: { published: '{{steps.draft.result.title}}' }, done: true },
+  },
+};
+
+describe.skipIf(!CHROMIUM)('dashboard in chromium', () => {
+  it('shows a running workflow, approves its gate with the button and sees it complete', async () => {
+    const t = await createTestSchema();
+    const daemon = spawnCli(['start', '--http', '0', '--user', 'dana'], { env: envFor(t) });
+    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
+    const id = await insertWorkflow(t, gated, {}, { name: 'quarterly-report', user: 'dana' });
+    const gate = await waitForStep(t, id, 'review', 'pending');
+
+    const browser = await openBrowser();
+    const page = await browser.newPage();
+    await page.goto(`${base}/`);
+    const row = page.locator(`tr[data-workflow-id="${id}"]`);
+    await row.waitFor();
+    expect(await row.getAttribute('data-status')).toBe('running');
+    expect(await row.locator('td.status').textContent()).toBe('running');
+
+    await row.locator('a').first().click();
+    await page.waitForURL(`${base}/workflows/${id}`);
+    const section = page.locator(`section.gate[data-gate-step-id="${gate.id}"]`);
+    await section.waitFor();
+    expect(await section.locator('.message').textContent()).toBe('Publish the quarterly report?');
+    expect(await page.locator('#workflow-status').textContent()).toBe('running');
+    // The live stream is open before the click, so the completion arrives as an update.
+    await page.waitForFunction(() => document.body.dataset.live === 'on');
+
+    await section.getByRole('button', { name: 'approve' }).click();
+    await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    expect(await page.locator('section.gate').count()).toBe(0);
+    expect(await page.locator('li[data-step-name="publish"]').getAttribute('data-status')).toBe('done');
+
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect((await getSteps(t, id)).find((s) => s.name === 'review')?.readied_by).toBe('dana');
+    await daemon.kill('SIGTERM');
+  });
+
+  it('updates an open page live when another client approves the gate', async () => {
+    const t = await createTestSchema();
+    const daemon = spawnCli(['start', '--http', '0'], { env: envFor(t) });
+    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
+    const id = await insertWorkflow(t, gated, {}, { name: 'quarterly-report' });
+    const gate = await waitForStep(t, id, 'review', 'pending');
+
+    const browser = await openBrowser();
+    const page = await browser.newPage();
+    await page.goto(`${base}/workflows/${id}`);
+    await page.waitForFunction(() => document.body.dataset.live === 'on');
+    expect(await page.locator('#workflow-status').textContent()).toBe('running');
+
+    // Approved through the SQL contract by another service: the page learns it from the events.
+    await t.q(`UPDATE stepd.workflow_steps SET status = 'ready', readied_by = 'psql' WHERE id = $1 AND status = 'pending'`, [gate.id]);
+    await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    expect(await page.locator('li[data-step-name="review"]').textContent()).toContain('readied by psql');
+    await daemon.kill('SIGTERM');
+  });
+});
