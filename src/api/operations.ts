@@ -11,7 +11,9 @@
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { buildStatusView, type StatusView } from '../cli/statusView.js';
+import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep } from '../db/contract.js';
+import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { isConnectionError } from '../db/connect.js';
 import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { Database, WorkflowStatus } from '../db/tables.js';
@@ -56,6 +58,8 @@ export interface StartWorkflowInput {
   name: string;
   /** The flow JSON (either form), or its text. */
   flow?: unknown;
+  /** With no `flow`: this version of the registered flow (default: the latest). */
+  version?: number;
   input?: unknown;
   /** Idempotency key: an existing workflow with this key is returned instead of starting another. */
   key?: string;
@@ -116,20 +120,25 @@ export class Operations {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) {
       throw new OperationError('invalid_input', `input must be a JSON object, like {"topic": "AI safety"} (got ${JSON.stringify(input)})`);
     }
-    if (args.flow === undefined || args.flow === null) {
-      throw new OperationError(
-        'not_supported',
-        `starting a registered flow by name ("${name}") needs the flow registry, which this stepd does not have yet; pass the flow itself in "flow"`,
-      );
+    const inline = args.flow !== undefined && args.flow !== null;
+    if (inline && args.version !== undefined) throw new OperationError('invalid_input', 'give either a flow or the version of a registered flow, not both');
+    if (args.version !== undefined && (!Number.isSafeInteger(args.version) || args.version < 1)) {
+      throw new OperationError('invalid_input', `version must be a whole number from 1 (got ${JSON.stringify(args.version)})`);
     }
-    const flow = parseFlowArg(args.flow);
-    const compiled = compileFlow(flow, this.#caps());
-    if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage('the flow', compiled.issues), { details: { issues: compiled.issues } });
-    this.#checkTools(user, toolsCalledBy(compiled.flow));
+    const flow = inline ? parseFlowArg(args.flow) : null;
+    if (inline) this.#checkFlow(user, 'the flow', flow);
 
     return this.#db(async () => {
+      // A registered flow is checked as it will run: the version checked is the version pinned.
+      let flowVersion: number | null = null;
+      if (!inline) {
+        const row = await loadFlowVersion(this.#deps.pool, name, args.version ?? null);
+        if (!row) throw new OperationError('not_found', `${await missingFlowMessage(this.#deps.pool, name, args.version ?? null)}; nothing was started`);
+        this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow);
+        flowVersion = row.version;
+      }
       const key = args.key === undefined || args.key === '' ? null : args.key;
-      const created = await insertWorkflow(this.#deps.pool, { name, flow, input: input as Record<string, unknown>, createdBy: user, key });
+      const created = await insertWorkflow(this.#deps.pool, { name, flow, flowVersion, input: input as Record<string, unknown>, createdBy: user, key });
       if (created) return { workflowId: String(created.id), name: created.name, status: created.status, created: true };
       const existing = await getWorkflowByKey(this.#deps.db, key!);
       if (!existing) throw new OperationError('refused', keyTakenMessage(key!));
@@ -218,9 +227,12 @@ export class Operations {
     return compiled.ok ? { valid: true, steps: compiled.flow.steps.size, issues: [] } : { valid: false, issues: compiled.issues };
   }
 
-  /** The registered flows. */
-  async listFlows(_user: string): Promise<{ flows: { name: string; version: number; versions: number; createdAt: string; createdBy: string | null }[]; note?: string }> {
-    return { flows: [], note: 'this stepd has no flow registry yet: start workflows with an inline flow' };
+  /** The registered flows, by name, each with its latest version. */
+  async listFlows(_user: string): Promise<{ flows: { name: string; version: number; versions: number; createdAt: string; createdBy: string | null }[] }> {
+    return this.#db(async () => {
+      const rows = await listFlowsLatest(this.#deps.pool);
+      return { flows: rows.map((r) => ({ name: r.name, version: r.version, versions: r.versions, createdAt: new Date(r.created_at).toISOString(), createdBy: r.created_by })) };
+    });
   }
 
   /** The tools flows can call, each marked with whether `user` may call it. */
@@ -238,6 +250,13 @@ export class Operations {
 
   #caps(): { caps?: Readonly<Caps> } {
     return this.#deps.caps ? { caps: this.#deps.caps } : {};
+  }
+
+  /** A flow that is valid under the caps and calls only tools `user` may call; `what` names it in errors. */
+  #checkFlow(user: string, what: string, flow: unknown): void {
+    const compiled = compileFlow(flow, this.#caps());
+    if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage(what, compiled.issues), { details: { issues: compiled.issues } });
+    this.#checkTools(user, toolsCalledBy(compiled.flow));
   }
 
   #checkTools(user: string, tools: string[]): void {

@@ -69,12 +69,14 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     {
       title: 'Start a workflow',
       description:
-        'Start a workflow running as you. Give "flow" (the flow JSON) and a "name" for the workflow; "input" is the JSON object its templates read as {{input.…}}. ' +
+        'Start a workflow running as you. Give "flow" (the flow JSON) and a "name" for the workflow, or only the "name" of a registered flow (see list_flows; "version" picks one, default the latest); ' +
+        '"input" is the JSON object its templates read as {{input.…}}. ' +
         'With "key", a workflow already started with that key is returned instead of starting another (created: false). ' +
         'Refused when the flow is invalid (the issues are listed with their paths) or calls a tool you may not call. Returns {workflowId, name, status, created}.',
       inputSchema: {
         name: z.string().min(1).describe('the workflow name (without "flow": the registered flow of that name)'),
         flow: flowArg.optional(),
+        version: z.number().int().min(1).optional().describe('without "flow": this version of the registered flow (default: the latest)'),
         input: z.record(z.string(), z.unknown()).optional().describe('the workflow input, a JSON object (default {})'),
         key: z.string().min(1).optional().describe('idempotency key'),
       },

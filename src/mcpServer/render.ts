@@ -42,8 +42,8 @@ function headline(tool: string, result: object): string {
       return r.valid ? `valid (${r.steps} steps)` : `${r.issues.length} issue(s):\n${r.issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
     }
     case 'list_flows': {
-      const r = result as { flows: { name: string; version: number }[]; note?: string };
-      return r.flows.length === 0 ? (r.note ?? 'no registered flows') : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
+      const r = result as { flows: { name: string; version: number }[] };
+      return r.flows.length === 0 ? 'no registered flows (register one with: stepd flow put FILE --name NAME)' : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
     }
     case 'list_tools': {
       const r = result as { tools: { name: string; allowed: boolean }[] };

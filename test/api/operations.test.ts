@@ -96,6 +96,28 @@ describe('workflow operations as a user', () => {
     expect((await waitForWorkflow(t, workflowId)).status).toBe('completed');
   });
 
+  it('starts a registered flow by name, pinned to the version it checked, and lists the registry', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const ops = operations(t, { default: ['core.*'] });
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('release', $1)`, [JSON.stringify(gated())]);
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('fetch', $1)`, [JSON.stringify({ start: 'get', steps: { get: { tool: 'http.request', args: { url: 'https://example.com' } } } })]);
+    expect((await ops.listFlows('alice')).flows.map((f) => [f.name, f.version, f.versions])).toEqual([['fetch', 1, 1], ['release', 1, 1]]);
+
+    const started = await ops.startWorkflow('alice', { name: 'release' });
+    expect(started).toMatchObject({ name: 'release', created: true });
+    const gate = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId: started.workflowId })).waiting[0], 'the gate to wait');
+    await ops.approveStep('alice', { stepId: gate.stepId });
+    expect(await waitForWorkflow(t, started.workflowId)).toMatchObject({ status: 'completed', flow_version: 1, created_by: 'alice' });
+
+    const forbidden = await refusal(ops.startWorkflow('alice', { name: 'fetch' }));
+    expect(forbidden).toMatchObject({ code: 'permission_denied', message: 'user "alice" may not call tool "http.request"; nothing was started' });
+    const missing = await refusal(ops.startWorkflow('alice', { name: 'nope' }));
+    expect(missing.code).toBe('not_found');
+    expect(missing.message).toMatch(/^no flow named "nope" is registered .*; nothing was started$/);
+    expect((await refusal(ops.startWorkflow('alice', { name: 'release', version: 2 }))).message).toMatch(/^flow "release" has no version 2 \(its latest version is 1/);
+  });
+
   it('uses the idempotency key: a second start returns the first workflow', async () => {
     const t = await createTestSchema();
     const ops = operations(t);
