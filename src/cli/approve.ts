@@ -1,7 +1,7 @@
 /** `stepd approve STEP_ID`: ready a pending step (approve or reject a gate) through the SQL contract. */
-import os from 'node:os';
 import type { Command } from 'commander';
 import { stepNotFoundMessage, stepNotPendingMessage } from '../api/errors.js';
+import { callerUser } from '../api/callerUser.js';
 import { readyPendingStep } from '../db/contract.js';
 import { getStepWithWorkflow } from '../db/reads.js';
 import { CliError, out, outJson, parseId, parseJsonArg, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
@@ -23,7 +23,7 @@ export function registerApprove(program: Command): void {
       .option('--data <json>', "the gate's result, any JSON (default: {\"approved\": true}); also reports an external task's result")
       .option('--reject', 'reject the gate: its result is {"approved": false, "reason": …} and it fails with code "rejected"')
       .option('--reason <text>', 'why it was rejected (with --reject)')
-      .option('--by <user>', 'who approves, recorded in readied_by (default: your OS user name)')
+      .option('--by <user>', 'who approves, recorded in readied_by. Default: $STEPD_USER, else your OS user name (as run --user)')
       .option('--json', 'print the updated step as JSON'),
   )
     .addHelpText(
@@ -43,7 +43,7 @@ Only a pending step can be approved; anything else is refused with exit code 1.`
       if (flags.reason !== undefined && !flags.reject) throw new CliError('--reason goes with --reject');
       const data = flags.data === undefined ? undefined : parseJsonArg(flags.data, '--data');
       const result = flags.reject ? rejection(data, flags.reason) : data;
-      const by = flags.by ?? defaultUser();
+      const by = callerUser(flags.by) ?? null;
       await withDatabase(flags, async (ctx) => {
         await refuseUnlessPending(ctx, id, flags.reject ? 'rejected' : 'approved');
         const step = await readyPendingStep(ctx.pool, { id, readiedBy: by, ...(result !== undefined ? { result } : {}) });
@@ -62,14 +62,6 @@ Only a pending step can be approved; anything else is refused with exit code 1.`
 function rejection(data: unknown, reason: string | undefined): Record<string, unknown> {
   const extra = typeof data === 'object' && data !== null && !Array.isArray(data) ? (data as Record<string, unknown>) : data === undefined ? {} : { data };
   return { ...extra, approved: false, ...(reason !== undefined ? { reason } : {}) };
-}
-
-function defaultUser(): string | null {
-  try {
-    return os.userInfo().username || null;
-  } catch {
-    return process.env.USER ?? null;
-  }
 }
 
 /** Reads the step and refuses, saying why, unless it is pending. */

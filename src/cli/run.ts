@@ -11,6 +11,7 @@ import { loadFlowVersion } from '../db/queries/flows.js';
 import { getWorkflowByKey } from '../db/reads.js';
 import type { FlowIssue } from '../flow/spec.js';
 import { validateFlow } from '../flow/validate.js';
+import { callerUser } from '../api/callerUser.js';
 import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { missingFlowMessage, parseFlowRef } from './flow.js';
 import { Follower } from './follow.js';
@@ -34,7 +35,7 @@ export function registerRun(program: Command): void {
       .option('--input <json>', 'the workflow input, a JSON object (default: {})')
       .option('--input-file <file>', 'read the input from a JSON file')
       .option('--name <name>', 'workflow name (default: the flow file name)')
-      .option('--user <user>', 'the user the steps run as (created_by; permissions apply)')
+      .option('--user <user>', 'the user the steps run as (created_by; permissions apply). Default: $STEPD_USER, else your OS user name')
       .option('--key <key>', 'idempotency key: if a workflow with this key exists, use it instead of starting another')
       .option('-f, --follow', 'print each step as it starts, finishes, retries or waits, until the workflow ends; exit 0 completed, 2 failed, 3 cancelled')
       .option('--json', 'print JSON (with --follow: one event per line)'),
@@ -72,20 +73,21 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
       }
       const name = ref?.name ?? flags.name ?? path.basename(file).replace(/\.json$/i, '');
       if (!name) throw new CliError('--name must not be empty');
+      const user = callerUser(flags.user) ?? null;
 
       process.exitCode = await withDatabase(flags, async (ctx) => {
         const follower = flags.follow ? new Follower(ctx, { json: flags.json === true }) : undefined;
         await follower?.listen();
         try {
           if (ref) await checkRegisteredFlow(ctx, ref);
-          const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: flags.user ?? null, key: flags.key ?? null });
+          const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
           if (!id) throw new CliError(`could not start the workflow: key ${JSON.stringify(flags.key)} is taken but its workflow was not found`);
           if (flags.json && !flags.follow) {
             outJson({ id, name: created?.name ?? existing!.name, status: created?.status ?? existing!.status, created: created !== undefined });
           } else if (!flags.json) {
-            out(created ? `started workflow ${id} (${name})` : `workflow ${id} already exists with key ${JSON.stringify(flags.key)} (${existing!.status}); not starting another`);
+            out(created ? `started workflow ${id} (${name})${user ? ` as ${user}` : ''}` : `workflow ${id} already exists with key ${JSON.stringify(flags.key)} (${existing!.status}); not starting another`);
             if (!flags.follow) out(`  follow it:  stepd watch ${id}\n  status:     stepd status ${id}`);
           }
           return follower ? await follower.follow(id) : EXIT.ok;

@@ -18,7 +18,7 @@ describe('stepd run --follow', () => {
 
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^started workflow (\d+) \(sequential\)$/m);
+    expect(r.stdout).toMatch(/^started workflow (\d+) \(sequential\) as \S+$/m);
     for (const step of ['search', 'summarize', 'notify']) {
       expect(r.stdout).toMatch(new RegExp(`${step} #\\d+ started`));
       expect(r.stdout).toMatch(new RegExp(`${step} #\\d+ done in \\d+(\\.\\d+)?m?s`));
