@@ -11,3 +11,5 @@ export * from './queries/signals.js';
 export * from './queries/executors.js';
 export * from './queries/progress.js';
 export * from './queries/flows.js';
+export * from './queries/redrive.js';
+export * from './queries/subWorkflows.js';

@@ -30,6 +30,7 @@ import { RunningTasks, type RunningTask } from './runningTasks.js';
 import { createClaims, Slots, type CreateClaims } from './slots.js';
 import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
+import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
 
 export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
@@ -79,6 +80,8 @@ export class Executor {
   private moreReady = true;
   /** Whether new workflows may be waiting: set by their NOTIFY, a poll tick, or a full batch. */
   private admitPending = true;
+  /** Whether redrive requests may be waiting: set by their NOTIFY and every poll tick (redrive.ts). */
+  private redrivePending = true;
   private loopDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
@@ -204,7 +207,8 @@ export class Executor {
       this.cache.forget(id);
       return;
     }
-    if (p.table === 'workflows') this.admitPending = true;
+    if (p.table === 'workflows' && p.status === 'running') this.redrivePending = true;
+    else if (p.table === 'workflows') this.admitPending = true;
     else this.toollessPending = true;
     this.wake();
   }
@@ -231,6 +235,7 @@ export class Executor {
         const free = this.freeSlots();
         const touchesDb = this.admitPending || free > 0;
         if (this.admitPending) admitted = await this.admit(free);
+        if (this.redrivePending) await this.redrive();
         const left = this.freeSlots();
         if (left > 0) claimed = await this.claimAndRun(left);
         else if (this.toollessPending) claimed = await this.claimToolless();
@@ -239,7 +244,7 @@ export class Executor {
         const busy = this.freeSlots() > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.waker.isWoken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = true;
+          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = this.redrivePending = true;
           // Steps finishing together free their slots in the same tick: claim for all of them at once.
           await new Promise((r) => setImmediate(r));
         }
@@ -315,6 +320,14 @@ export class Executor {
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
     if (r.admitted >= limit) this.admitPending = true;
     return r.admitted;
+  }
+
+  /** Handles redrive requests (failed workflows set back to running); what they create is claimed like a transition's. */
+  private async redrive(): Promise<void> {
+    this.redrivePending = false;
+    const r = await this.withCreateClaims((claim) => redriveRequested(this.tx, this.opts.admitBatch, claim), this.freeSlots());
+    if (r.handled >= this.opts.admitBatch) this.redrivePending = true;
+    this.handleTx(r);
   }
 
   /** With every tool slot busy: claims readied gates and due timers, which take no slot. */

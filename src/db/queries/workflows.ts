@@ -168,7 +168,9 @@ export async function failWorkflowIfActive(db: Queryable, workflowId: string, er
 export async function findOverdueWorkflows(db: Queryable, limit: number): Promise<{ id: string }[]> {
   const { rows } = await db.query<{ id: string }>({
     name: 'stepd_find_overdue_workflows',
-    text: `SELECT id FROM workflows WHERE status = 'running' AND deadline_at < now() ORDER BY deadline_at LIMIT $1`,
+    // A workflow waiting for its redrive (redrive.ts) gets a fresh deadline then; its old one does not count.
+    text: `SELECT id FROM workflows WHERE status = 'running' AND deadline_at < now() AND redrive_requested_at IS NULL
+            ORDER BY deadline_at LIMIT $1`,
     values: [limit],
   });
   return rows;
