@@ -96,7 +96,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             ...(file.config.api ? { api: file.config.api } : {}),
             permissions: toolbox.permissions,
             ...(file.config.caps ? { caps: file.config.caps } : {}),
-            listTools: async () => ({ tools: await toolbox.registry.list() }),
+            listTools: async () => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox),
           });
         }
       } catch (err) {
