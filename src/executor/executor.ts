@@ -141,7 +141,7 @@ export class Executor {
       outage: this.outage,
       onWakeup: (p) => this.onWakeup(p),
       onReconnect: () => {
-        this.admitPending = true;
+        this.admitPending = this.redrivePending = true;
         this.wake();
       },
     });
@@ -427,6 +427,8 @@ export class Executor {
 
   /** One watchdog tick: leader duties, then this executor's own cancelled or rescued steps. */
   async sweep(): Promise<void> {
+    // Redrive requests are looked for at every sweep too, even while the loop never idles.
+    this.redrivePending = true;
     try {
       await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
       await this.abortStepsNoLongerOurs();
