@@ -59,3 +59,21 @@ export async function cancelWorkflowIfActive(db: Queryable, id: string): Promise
   });
   return rows[0];
 }
+
+/**
+ * Redrives a failed workflow (the guard stamps the request; the executor gives its failed steps
+ * new attempts, or refuses and fails it again with code `redrive_refused`). `undefined` when it
+ * was not failed. The guard raises for a workflow that failed before it was admitted.
+ */
+export async function redriveWorkflowIfFailed(
+  db: Queryable,
+  id: string,
+): Promise<Pick<WorkflowRow, 'id' | 'name' | 'status' | 'redrives' | 'redrive_requested_at'> | undefined> {
+  const { rows } = await db.query<Pick<WorkflowRow, 'id' | 'name' | 'status' | 'redrives' | 'redrive_requested_at'>>({
+    text: `UPDATE workflows SET status = 'running'
+            WHERE id = $1 AND status = 'failed'
+        RETURNING id, name, status, redrives, redrive_requested_at`,
+    values: [id],
+  });
+  return rows[0];
+}
