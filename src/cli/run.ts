@@ -10,7 +10,8 @@ import { insertWorkflow } from '../db/contract.js';
 import { loadFlowVersion } from '../db/queries/flows.js';
 import { getWorkflowByKey } from '../db/reads.js';
 import type { FlowIssue } from '../flow/spec.js';
-import { validateFlow } from '../flow/validate.js';
+import { inputSchemaProblem } from '../flow/jsonSchema.js';
+import { compileFlow } from '../flow/validate.js';
 import { callerUser } from '../api/callerUser.js';
 import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { missingFlowMessage, parseFlowRef } from './flow.js';
@@ -59,7 +60,6 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
     .action(async (file: string, flags: RunFlags) => {
       const byName = !(await isFile(file)) && !looksLikePath(file);
       const flow = byName ? null : await readJsonFile(file, 'flow file');
-      if (!byName) refuseInvalid(file, validateFlow(flow));
       if (flags.input !== undefined && flags.inputFile !== undefined) throw new CliError('give either --input or --input-file, not both');
       const input =
         flags.inputFile !== undefined
@@ -67,6 +67,7 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
           : flags.input !== undefined
             ? parseJsonObjectArg(flags.input, '--input')
             : {};
+      if (!byName) refuseInvalid(file, flow, input);
       const ref = byName ? parseFlowRef(file) : undefined;
       if (ref && flags.name !== undefined && flags.name !== ref.name) {
         throw new CliError(`--name cannot rename a registered flow: a workflow started by name is called like its flow (${JSON.stringify(ref.name)})`);
@@ -79,12 +80,13 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
         const follower = flags.follow ? new Follower(ctx, { json: flags.json === true }) : undefined;
         await follower?.listen();
         try {
-          if (ref) await checkRegisteredFlow(ctx, ref);
+          if (ref) await checkRegisteredFlow(ctx, ref, input);
           const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
           if (!id) throw new CliError(`could not start the workflow: key ${JSON.stringify(flags.key)} is taken but its workflow was not found`);
-          if (flags.json && !flags.follow) {
+          // With --follow too: the id comes first, then one event per line, the end event (with status, output, error) last.
+          if (flags.json) {
             outJson({ id, name: created?.name ?? existing!.name, status: created?.status ?? existing!.status, created: created !== undefined });
           } else if (!flags.json) {
             out(created ? `started workflow ${id} (${name})${user ? ` as ${user}` : ''}` : `workflow ${id} already exists with key ${JSON.stringify(flags.key)} (${existing!.status}); not starting another`);
@@ -111,16 +113,20 @@ function looksLikePath(arg: string): boolean {
   return /\.json$/i.test(arg) || arg.includes('/') || arg.includes(path.sep);
 }
 
-function refuseInvalid(what: string, issues: FlowIssue[]): void {
-  if (issues.length === 0) return;
-  throw new CliError(`${what} is not a valid flow (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`);
+/** Refuses an invalid flow, or an input its inputSchema refuses, listing every issue with its path. */
+function refuseInvalid(what: string, flow: unknown, input: Record<string, unknown>): void {
+  const compiled = compileFlow(flow);
+  const list = (issues: FlowIssue[]) => issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n');
+  if (!compiled.ok) throw new CliError(`${what} is not a valid flow (${compiled.issues.length} issue(s)); nothing was started:\n${list(compiled.issues)}`);
+  const problem = inputSchemaProblem(compiled.flow.inputSchema, input);
+  if (problem) throw new CliError(`the input does not match the inputSchema of ${what} (${problem.issues.length} issue(s)); nothing was started:\n${list(problem.issues)}`);
 }
 
-/** The registered flow (the version asked for, else the latest) exists and is valid. */
-async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }): Promise<void> {
+/** The registered flow (the version asked for, else the latest) exists, is valid and takes this input. */
+async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }, input: Record<string, unknown>): Promise<void> {
   const row = await loadFlowVersion(ctx.pool, ref.name, ref.version);
   if (!row) throw new CliError(`${await missingFlowMessage(ctx.pool, ref.name, ref.version)}; nothing was started`);
-  refuseInvalid(`flow ${ref.name}@${row.version}`, validateFlow(row.flow));
+  refuseInvalid(`flow ${ref.name}@${row.version}`, row.flow, input);
 }
 
 async function inputFromFile(file: string): Promise<Record<string, unknown>> {

@@ -25,6 +25,7 @@ import {
 import type { ClientsConfig } from '../configFile.js';
 import { isRetryablePgError, type ErrorData } from '../errors.js';
 import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
+import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { decideActingUser } from '../security/actAs.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { Advance, type AdvanceDeps, type Outcome } from './advance.js';
@@ -322,7 +323,7 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   const compiled = deps.cache.compiler.compile(row.flow);
   // Issues and messages may quote the client's text: storable* keeps them within what jsonb accepts.
   const refusal: ErrorData | undefined = compiled.ok
-    ? admissionProblem(row.name, row.input, deps.cache.compiler.caps)
+    ? (admissionProblem(row.name, row.input, deps.cache.compiler.caps) ?? storableProblem(inputSchemaProblem(compiled.flow.inputSchema, row.input)))
     : { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: storableIssues(compiled.issues) };
   if (refusal || !compiled.ok) {
     const error = refusal ?? { code: 'invalid_flow', message: 'flow is invalid' };
@@ -359,6 +360,11 @@ async function checkActingUser(deps: TxDeps, client: pg.PoolClient, row: Admitte
   if (acting.user === row.created_by || acting.user === null) return row;
   await setWorkflowUserIfRunning(client, row.id, acting.user);
   return { ...row, created_by: acting.user };
+}
+
+/** An error whose issues may quote the client's text, made storable as jsonb. */
+function storableProblem(error: (ErrorData & { issues: { path: string; message: string }[] }) | undefined): ErrorData | undefined {
+  return error && { ...error, message: storableText(error.message), issues: storableIssues(error.issues) };
 }
 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */

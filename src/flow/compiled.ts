@@ -4,6 +4,7 @@
  */
 import type { Caps } from './caps.js';
 import type { CompiledCondition } from './conditions.js';
+import type { SchemaCheck } from './jsonSchema.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
 /** `pass`: a step with no tool, approval, wait or fan-out (steps form): it does nothing and moves on at once. */
@@ -38,7 +39,16 @@ export interface CompiledStep {
   retry: RetryPolicy;
   timeoutMs: number;
   onError?: string;
-  approval?: { timeoutMs?: number; onTimeout: 'fail' | 'approve' | 'reject' };
+  approval?: {
+    timeoutMs?: number;
+    onTimeout: 'fail' | 'approve' | 'reject';
+    /** A template, rendered into the gate row's args when it starts waiting. */
+    message?: string;
+    /** The approver's data (the readying's result) must match it. */
+    schema?: SchemaCheck;
+    /** User patterns (`*` any characters) that may ready the gate. */
+    approvers?: string[];
+  };
   wait?: { ms: number } | { until: string };
   output?: unknown;
   /** Steps whose results this step's templates and conditions read (`steps.NAME…`). */
@@ -53,6 +63,8 @@ export interface CompiledFlow {
   timeoutMs?: number;
   maxSteps: number;
   steps: Map<string, CompiledStep>;
+  /** The flow's `inputSchema`, checked against the input at admission. */
+  inputSchema?: SchemaCheck;
   /** forEach `as` aliases in use anywhere in the flow. */
   itemAliases: string[];
   /** The operator's caps it was compiled under (checked again at run time: forEach items, output). */

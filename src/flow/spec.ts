@@ -32,10 +32,19 @@ export const retrySpec = z
   })
   .strict();
 
+/** A JSON Schema: an object or a boolean (compiled and checked by jsonSchema.ts). */
+const jsonSchemaSpec = z.union([z.boolean(), z.record(z.string(), z.unknown())]);
+
 export const approvalSpec = z
   .object({
     timeout: duration.optional(),
     onTimeout: z.enum(['fail', 'approve', 'reject']).optional(),
+    /** What the gate asks, a template rendered when it starts waiting. */
+    message: z.string().min(1).optional(),
+    /** JSON Schema the approver's data (the readying's result) must match. */
+    schema: jsonSchemaSpec.optional(),
+    /** Users who may approve or reject it (`*` matches any characters). */
+    approvers: z.array(z.string().min(1)).min(1, 'approvers must name at least one user').optional(),
   })
   .strict();
 
@@ -115,6 +124,8 @@ export const flowSpec = z
     description: z.string().optional(),
     timeout: duration.optional(),
     maxSteps: z.number().int().min(1).max(1_000_000).optional(),
+    /** JSON Schema of the workflow input, checked at admission (`invalid_input`). */
+    inputSchema: jsonSchemaSpec.optional(),
     steps: z.record(stepName, stepSpec),
   })
   .strict();

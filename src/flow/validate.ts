@@ -16,6 +16,7 @@ import {
   type Transition,
 } from './compiled.js';
 import { parseDuration } from './duration.js';
+import { SchemaCompiler } from './jsonSchema.js';
 import { parseFlowShape, type FlowIssue, type FlowSpec, type StepSpec } from './spec.js';
 import { templateRefs, type TemplateRef } from './templates.js';
 import { checkRegions } from './regions.js';
@@ -117,9 +118,15 @@ function buildFlow(spec: FlowSpec, issues: FlowIssue[], flatForm: boolean): Comp
   };
   const timeoutMs = durationMs(spec.timeout, 'timeout', issues);
   if (timeoutMs !== undefined) flow.timeoutMs = timeoutMs;
+  const schemas = new SchemaCompiler();
+  if (spec.inputSchema !== undefined) {
+    const c = schemas.compile(spec.inputSchema);
+    if (c.ok) flow.inputSchema = c.check;
+    else issues.push({ path: 'inputSchema', message: c.message });
+  }
 
   for (const [name, step] of Object.entries(spec.steps)) {
-    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues, flatForm });
+    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues, flatForm, schemas });
     if (compiled) flow.steps.set(name, compiled);
   }
   return flow;
@@ -131,6 +138,7 @@ interface BuildContext {
   aliases: string[];
   issues: FlowIssue[];
   flatForm: boolean;
+  schemas: SchemaCompiler;
 }
 
 function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep | undefined {
@@ -237,6 +245,13 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     approval = { onTimeout: a.onTimeout ?? 'fail' };
     const t = durationMs(a.timeout, `${at}.approval.timeout`, issues);
     if (t !== undefined) approval.timeoutMs = t;
+    if (a.message !== undefined) approval.message = a.message;
+    if (a.approvers !== undefined) approval.approvers = a.approvers;
+    if (a.schema !== undefined) {
+      const c = ctx.schemas.compile(a.schema);
+      if (c.ok) approval.schema = c.check;
+      else issues.push({ path: `${at}.approval.schema`, message: c.message });
+    }
   }
   let wait: CompiledStep['wait'];
   if (s.wait !== undefined) {
@@ -302,6 +317,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     checkRefs(items, 'forEach.items', hasTool);
   }
   if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+  if (approval?.message !== undefined) checkRefs(approval.message, 'approval.message', false);
 
   const cases: { condition: CompiledCondition; then: string }[] = [];
   s.branch?.forEach((b, i) => {
