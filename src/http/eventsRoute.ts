@@ -1,7 +1,8 @@
 /**
  * `GET /events[?workflow=ID]`: the lifecycle events as Server-Sent Events (event name `stepd`,
  * data the event's JSON; `resync` after the server's LISTEN reconnected), with a comment line
- * every 20 s so proxies keep the connection open.
+ * every 20 s so proxies keep the connection open. A page only needs to know that something
+ * changed: a client more than 100 events behind gets one `resync` in place of its backlog.
  */
 import type { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
@@ -9,6 +10,7 @@ import type { HttpEnv } from './auth.js';
 import type { EventHub, HubMessage } from './eventHub.js';
 
 const KEEPALIVE_MS = 20_000;
+const MAX_BACKLOG = 100;
 
 export function mountEvents(app: Hono<HttpEnv>, hub: EventHub): void {
   app.get('/events', (c) => {
@@ -18,7 +20,9 @@ export function mountEvents(app: Hono<HttpEnv>, hub: EventHub): void {
       let wake: (() => void) | undefined;
       const unsubscribe = hub.subscribe((m) => {
         if (m.kind === 'event' && workflowId && m.event.workflowId !== workflowId) return;
-        queue.push(m);
+        // A client that cannot keep up gets one `resync` instead of an ever longer backlog.
+        if (queue.length >= MAX_BACKLOG) queue.splice(0, queue.length, { kind: 'resync' });
+        else queue.push(m);
         wake?.();
       });
       const keepalive = setInterval(() => wake?.(), KEEPALIVE_MS);

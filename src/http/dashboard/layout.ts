@@ -31,6 +31,7 @@ form.inline { display: inline; } button { cursor: pointer; }
 ul.tree, ul.tree ul { list-style: none; padding-left: 1.2em; margin: 0; border-left: 1px solid var(--line); }
 ul.tree > li, ul.tree ul > li { margin: .25em 0; }
 .branch { color: var(--muted); font-size: .9em; }
+time { white-space: nowrap; }
 .step-head { display: flex; flex-wrap: wrap; gap: .6em; align-items: baseline; }
 .muted { color: var(--muted); } .error { color: var(--bad); white-space: pre-wrap; }
 pre { background: #8881; padding: .5em; overflow: auto; max-height: 30em; margin: .3em 0; }

@@ -5,7 +5,7 @@
  * live refresh keeps it open).
  */
 import { buildTree, describeStep, type StepNode, type StepView } from '../../cli/statusView.js';
-import { formatDuration, formatError } from '../../cli/format.js';
+import { compactJson, formatDuration, formatError } from '../../cli/format.js';
 import { html, prettyJson, type Html } from '../html.js';
 
 export function renderStepTree(steps: StepView[], now: Date = new Date()): Html {
@@ -29,7 +29,7 @@ function stepItem(node: StepNode, now: Date): Html {
   ${s.error ? folded(`error-${s.id}`, 'error details', s.error) : ''}
   ${s.readiedBy ? html`<div class="muted">readied by ${s.readiedBy}${s.readiedAt ? html` at <time datetime="${s.readiedAt}">${s.readiedAt}</time>` : ''}</div>` : ''}
   ${node.branches.map(
-    (b) => html`<ul><li class="branch" data-branch="${b.index ?? ''}">${branchLabel(s, b.index)}<ul>${b.steps.map((n) => stepItem(n, now))}</ul></li></ul>`,
+    (b) => html`<ul><li data-branch="${b.index ?? ''}"><span class="branch">${branchLabel(s, b.index)}</span><ul>${b.steps.map((n) => stepItem(n, now))}</ul></li></ul>`,
   )}
 </li>`;
 }
@@ -46,8 +46,9 @@ function stepSummary(s: StepView, now: Date): string {
 
 function branchLabel(fork: StepView, index: number | null): string {
   if (index === null) return 'branch';
-  const branches = (fork.result as { branches?: unknown } | null)?.branches;
-  if (Array.isArray(branches)) return `branch ${index}: ${String(branches[index] ?? index)}`;
+  const result = fork.result as { branches?: unknown; items?: unknown } | null;
+  if (Array.isArray(result?.branches)) return `branch ${index}: ${String(result.branches[index] ?? index)}`;
+  if (Array.isArray(result?.items) && index < result.items.length) return `item ${index}: ${compactJson(result.items[index], 80)}`;
   return `item ${index}`;
 }
 
