@@ -5,7 +5,7 @@
  * with the CLI's wording and `structuredContent.error = {code, message, details?}`.
  * The same server is served on stdio (`stepd mcp`) and over Streamable HTTP (createMcpHttpHandler).
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { MAX_LIST_LIMIT, WORKFLOW_STATUSES, toOperationError, type Operations } from '../api/operations.js';
@@ -186,6 +186,35 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
       annotations: { readOnlyHint: true },
     },
     () => run('list_tools', () => ops.listTools(user)),
+  );
+
+  // Workflows as resources too, for clients that attach context: the running ones are listed
+  // (those with gates waiting first), any one can be read by id.
+  server.registerResource(
+    'workflow',
+    new ResourceTemplate('stepd://workflows/{workflowId}', {
+      list: async () => {
+        const running = await ops.listWorkflows(user, { status: 'running', limit: 50 });
+        running.sort((a, b) => b.waiting - a.waiting);
+        return {
+          resources: running.map((w) => ({
+            uri: `stepd://workflows/${w.id}`,
+            name: `workflow ${w.id} (${w.name})`,
+            description: w.waiting > 0 ? `running, ${w.waiting} gate(s) waiting for approval` : 'running',
+            mimeType: 'application/json',
+          })),
+        };
+      },
+    }),
+    {
+      title: 'A workflow',
+      description: 'A workflow with its steps and the gates waiting for approval, as get_workflow returns it.',
+      mimeType: 'application/json',
+    },
+    async (uri, variables) => {
+      const details = await ops.getWorkflow(user, { workflowId: String(variables.workflowId) });
+      return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(details, null, 2) }] };
+    },
   );
 
   return server;

@@ -8,8 +8,8 @@ import { bearerToken, createTokenLookup } from '../../src/api/tokens.js';
 import { createKysely, createPool } from '../../src/db/connect.js';
 import { createMcpHttpHandler } from '../../src/mcpServer/createMcpHttpHandler.js';
 import { createPermissionPolicy } from '../../src/tools/permissions.js';
-import { createTestSchema, onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
-import { APPROVERS_SUPPORTED, CORE_ONLY_CONFIG, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs } from './scenario.js';
+import { createTestSchema, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+import { APPROVERS_SUPPORTED, CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
 
 const TOKENS = { 'alice-token-0123456789': 'alice', 'bob-token-0123456789ab': 'bob' };
 
@@ -68,6 +68,20 @@ describe('MCP over Streamable HTTP (createMcpHttpHandler)', () => {
     const t = await createTestSchema();
     await startExecutor(t);
     await approversRefuse(await connect(await serveHandler(t), 'alice-token-0123456789'), 'alice');
+  });
+
+  it('offers running workflows as resources, those with a waiting gate described so', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const client = await connect(await serveHandler(t), 'alice-token-0123456789');
+    const { workflowId } = await ok(client, 'start_workflow', { name: 'release', flow: GATED_FLOW, input: { version: '2' } });
+    const uri = `stepd://workflows/${workflowId}`;
+    const listed = await waitFor(async () => (await client.listResources()).resources.find((r) => r.uri === uri && r.description?.includes('waiting')), 'the workflow to wait at its gate');
+    expect(listed).toMatchObject({ name: `workflow ${workflowId} (release)`, mimeType: 'application/json' });
+    const read = await client.readResource({ uri });
+    const details = JSON.parse((read.contents[0] as { text: string }).text);
+    expect(details).toMatchObject({ workflow: { id: workflowId, status: 'running' }, waiting: [{ name: 'review', message: 'Ship the release?' }] });
+    await expect(client.readResource({ uri: 'stepd://workflows/999999' })).rejects.toThrow(/workflow 999999 does not exist/);
   });
 
   it('answers GET and DELETE with 405: the endpoint is stateless', async () => {
