@@ -8,6 +8,7 @@ import { registerList } from './list.js';
 import { registerMcp } from './mcp.js';
 import { registerMigrate } from './migrate.js';
 import { registerRun } from './run.js';
+import { registerSchedule } from './schedule.js';
 import { registerStart } from './start.js';
 import { registerStatus } from './status.js';
 import { registerTools } from './tools.js';
@@ -44,6 +45,7 @@ Run \`stepd help COMMAND\` for a command's options and examples.`,
   registerWatch(program);
   registerValidate(program);
   registerFlow(program);
+  registerSchedule(program);
   registerMigrate(program);
   registerTools(program);
   registerMcp(program);

@@ -1,0 +1,90 @@
+/**
+ * Statements on schedules (sql/0014_schedules.sql): what each named schedule starts and as whom,
+ * and the one workflow a tick inserts. The cron itself lives in pg-boss (src/schedules/).
+ */
+import { jsonParam, type Queryable } from './common.js';
+
+export interface ScheduleRow {
+  name: string;
+  cron: string;
+  tz: string;
+  flow: string;
+  input: Record<string, unknown>;
+  created_by: string | null;
+  /** session_user of the insert or last update (stamped by the database). */
+  created_role: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface NewSchedule {
+  name: string;
+  cron: string;
+  tz: string;
+  flow: string;
+  input: Record<string, unknown>;
+  createdBy: string | null;
+}
+
+/** The executor's wake-up channel (src/executor/listener.ts). */
+const WAKEUP_CHANNEL = 'stepd_wakeup';
+
+const COLUMNS = 'name, cron, tz, flow, input, created_by, created_role, created_at, updated_at';
+
+/** Adds the schedule, or replaces the one of that name (`created` tells which). */
+export async function upsertSchedule(db: Queryable, s: NewSchedule): Promise<ScheduleRow & { created: boolean }> {
+  const { rows } = await db.query<ScheduleRow & { created: boolean }>({
+    text: `INSERT INTO schedules (name, cron, tz, flow, input, created_by) VALUES ($1, $2, $3, $4, $5::jsonb, $6)
+           ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, tz = EXCLUDED.tz, flow = EXCLUDED.flow,
+                                            input = EXCLUDED.input, created_by = EXCLUDED.created_by
+           RETURNING ${COLUMNS}, (xmax = 0) AS created`,
+    values: [s.name, s.cron, s.tz, s.flow, jsonParam(s.input), s.createdBy],
+  });
+  return rows[0]!;
+}
+
+export async function getSchedule(db: Queryable, name: string): Promise<ScheduleRow | undefined> {
+  const { rows } = await db.query<ScheduleRow>({
+    name: 'stepd_get_schedule',
+    text: `SELECT ${COLUMNS} FROM schedules WHERE name = $1`,
+    values: [name],
+  });
+  return rows[0];
+}
+
+export async function listSchedules(db: Queryable): Promise<ScheduleRow[]> {
+  const { rows } = await db.query<ScheduleRow>({ text: `SELECT ${COLUMNS} FROM schedules ORDER BY name` });
+  return rows;
+}
+
+/** Removes the schedule; `undefined` when there was none of that name. */
+export async function deleteSchedule(db: Queryable, name: string): Promise<ScheduleRow | undefined> {
+  const { rows } = await db.query<ScheduleRow>({ text: `DELETE FROM schedules WHERE name = $1 RETURNING ${COLUMNS}`, values: [name] });
+  return rows[0];
+}
+
+/**
+ * A tick's workflow, inserted at most once per key (`schedule:NAME:<tick time>`): by name with
+ * flow NULL (the registry's latest version at admission), as the schedule's user, answered for by
+ * the role that wrote the schedule (admission checks that role's `clients.actAs`). Runs on an
+ * executor connection (the guard would stamp the executor's own role otherwise) and wakes every
+ * executor, as a client's insert does. Returns the new id, or `undefined` when the key exists.
+ */
+export async function insertScheduledWorkflowUnlessKeyExists(
+  db: Queryable,
+  tick: { schema: string; schedule: ScheduleRow; key: string },
+): Promise<string | undefined> {
+  const s = tick.schedule;
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_insert_scheduled_workflow',
+    text: `WITH inserted AS (
+             INSERT INTO workflows (name, flow, input, created_by, created_role, key)
+             VALUES ($1, NULL, $2::jsonb, $3, $4, $5)
+             ON CONFLICT (key) DO NOTHING
+             RETURNING id)
+           SELECT id, pg_notify($6, json_build_object('schema', $7::text, 'table', 'workflows', 'id', id, 'status', 'new')::text)
+             FROM inserted`,
+    values: [s.flow, jsonParam(s.input), s.created_by, s.created_role, tick.key, WAKEUP_CHANNEL, tick.schema],
+  });
+  return rows[0]?.id;
+}

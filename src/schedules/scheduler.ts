@@ -1,0 +1,200 @@
+/**
+ * The daemon's side of schedules (docs/schedules.md): runs pg-boss in `<schema>_boss` and works
+ * the schedules queue. pg-boss's cron pass (shared by every executor, under its own claim) sends
+ * one job per occurrence; each job inserts the tick's workflow with the key
+ * `schedule:NAME:<tick time>` (ON CONFLICT DO NOTHING), so a tick starts exactly one workflow
+ * whatever the number of executors, restarts, retries or clock skew.
+ *
+ * pg-boss failing never stops the executor: start() returns at once and keeps trying in the
+ * background with backoff; pg-boss's own errors (a lost database, a failed cron pass) are logged,
+ * once per minute per kind, and pg-boss retries on its own intervals.
+ */
+import type pg from 'pg';
+import { PgBoss, type JobWithMetadata } from 'pg-boss';
+import { createPool, isConnectionError } from '../db/connect.js';
+import { getSchedule, insertScheduledWorkflowUnlessKeyExists, listSchedules } from '../db/queries/schedules.js';
+import { backoffMs } from '../executor/dbOutage.js';
+import type { Logger } from '../logger.js';
+import { bossSchemaName, SCHEDULE_QUEUE } from './bossSchema.js';
+import { latestOccurrenceAtOrBefore, tickKey } from './tickTime.js';
+
+/** What a schedule's pg-boss job carries: only the schedule's name (the rest is read from stepd's row). */
+export interface ScheduleJobData {
+  schedule?: unknown;
+}
+
+export interface SchedulerOptions {
+  databaseUrl: string;
+  schema: string;
+  log: Logger;
+  /** How often this executor fetches tick jobs (pg-boss work polling; default 5 s, at least 0.5). */
+  pollIntervalSeconds?: number;
+  /** pg-boss's cron pass interval, 1–45 s (pg-boss's default 30). Tests shorten it. */
+  cronMonitorIntervalSeconds?: number;
+  /** How often pg-boss forwards due occurrences to the queue, 1–45 s (pg-boss's default 5). */
+  cronWorkerIntervalSeconds?: number;
+}
+
+const DEFAULT_POLL_SECONDS = 5;
+const ERROR_LOG_EVERY_MS = 60_000;
+
+export class Scheduler {
+  private readonly pool: pg.Pool;
+  private readonly log: Logger;
+  private boss: PgBoss | undefined;
+  private stopping = false;
+  private running: Promise<void> | undefined;
+  private cancelSleep: (() => void) | undefined;
+  /** When each kind of pg-boss error was last logged, so an outage logs once a minute, not per poll. */
+  private readonly lastLogged = new Map<string, number>();
+
+  constructor(private readonly opts: SchedulerOptions) {
+    this.log = opts.log.child({ component: 'scheduler' });
+    this.pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: 2, applicationName: 'stepd-scheduler' });
+  }
+
+  /** Whether pg-boss is running and working the schedules queue. */
+  get started(): boolean {
+    return this.boss !== undefined;
+  }
+
+  /** Starts pg-boss in the background, retrying with backoff until it runs. Never throws. */
+  start(): void {
+    this.running ??= this.startLoop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.cancelSleep?.();
+    await this.running;
+    const boss = this.boss;
+    this.boss = undefined;
+    await boss?.stop({ graceful: true, timeout: 5_000 }).catch((err: unknown) => this.log.warn({ err }, 'pg-boss did not stop cleanly'));
+    await this.pool.end().catch(() => {});
+  }
+
+  private async startLoop(): Promise<void> {
+    for (let attempt = 1; !this.stopping; attempt++) {
+      try {
+        await this.startBoss();
+        this.log.info({ schema: bossSchemaName(this.opts.schema), queue: SCHEDULE_QUEUE }, 'schedules running (pg-boss started)');
+        return;
+      } catch (err) {
+        const delayMs = backoffMs(attempt, 30_000);
+        this.logError('start', err, { delayMs }, 'pg-boss could not start; schedules wait (retrying; run `stepd migrate` if the pg-boss schema is missing or old)');
+        await this.sleep(delayMs);
+      }
+    }
+  }
+
+  private async startBoss(): Promise<void> {
+    const o = this.opts;
+    const boss = new PgBoss({
+      connectionString: o.databaseUrl,
+      schema: bossSchemaName(o.schema),
+      application_name: 'stepd-scheduler-boss',
+      max: 3,
+      // `stepd migrate` installs and upgrades the schema; the daemon only checks its version.
+      migrate: false,
+      schedule: true,
+      supervise: true,
+      // Rebuilding indexes needs their owner; the daemon runs as the executor role.
+      reindex: false,
+      ...(o.cronMonitorIntervalSeconds !== undefined ? { cronMonitorIntervalSeconds: o.cronMonitorIntervalSeconds } : {}),
+      ...(o.cronWorkerIntervalSeconds !== undefined ? { cronWorkerIntervalSeconds: o.cronWorkerIntervalSeconds } : {}),
+    });
+    // An 'error' event without a listener would throw and kill the process.
+    boss.on('error', (err: unknown) => this.logError('pg-boss', err, {}, 'pg-boss reported an error (it retries on its own)'));
+    boss.on('warning', (w: unknown) => this.log.warn({ warning: w }, 'pg-boss warning'));
+    try {
+      await boss.start();
+      if (this.stopping) throw new Error('stopping');
+      await boss.work<ScheduleJobData, unknown, { pollingIntervalSeconds: number; batchSize: number; includeMetadata: true }>(
+        SCHEDULE_QUEUE,
+        { pollingIntervalSeconds: o.pollIntervalSeconds ?? DEFAULT_POLL_SECONDS, batchSize: 10, includeMetadata: true },
+        async (jobs) => {
+          for (const job of jobs) await this.startTick(boss, job);
+        },
+      );
+    } catch (err) {
+      await boss.stop({ graceful: false, timeout: 1_000 }).catch(() => {});
+      throw err;
+    }
+    this.boss = boss;
+    await this.scheduleMissing(boss).catch((err: unknown) => this.logError('reconcile', err, {}, 'could not check schedules against pg-boss'));
+  }
+
+  /**
+   * One tick: the workflow of the latest occurrence of the schedule's cron at or before the
+   * moment pg-boss forwarded the job. A throw fails the job and pg-boss retries it (a lost
+   * database); the insert is idempotent, so a retry never starts a second workflow.
+   */
+  private async startTick(boss: PgBoss, job: JobWithMetadata<ScheduleJobData>): Promise<void> {
+    const name = typeof job.data?.schedule === 'string' ? job.data.schedule : undefined;
+    if (!name) {
+      this.log.warn({ jobId: job.id }, 'a schedules job without a schedule name: ignored');
+      return;
+    }
+    const row = await getSchedule(this.pool, name);
+    if (!row) {
+      // Removed from stepd's table (by plain SQL, say) but still in pg-boss's: stop its ticks.
+      this.log.info({ schedule: name }, 'tick of a schedule that no longer exists: nothing started; unscheduling it');
+      await boss.unschedule(SCHEDULE_QUEUE, name);
+      return;
+    }
+    let tick: Date | undefined;
+    try {
+      tick = latestOccurrenceAtOrBefore((cron, options) => boss.previewSchedule(cron, options), row.cron, row.tz, new Date(job.createdOn));
+    } catch (err) {
+      this.log.warn({ err, schedule: name, cron: row.cron, tz: row.tz }, 'schedule cron cannot be read: nothing started');
+      return;
+    }
+    if (!tick) {
+      this.log.warn({ schedule: name, cron: row.cron, tz: row.tz, at: job.createdOn }, 'no occurrence of the schedule before its job: nothing started');
+      return;
+    }
+    const key = tickKey(name, tick);
+    const id = await insertScheduledWorkflowUnlessKeyExists(this.pool, { schema: this.opts.schema, schedule: row, key });
+    if (id) this.log.info({ schedule: name, tick: tick.toISOString(), workflowId: id, flow: row.flow, user: row.created_by }, 'schedule started a workflow');
+    else this.log.debug({ schedule: name, tick: tick.toISOString(), key }, 'tick already started');
+  }
+
+  /** Schedules inserted into stepd's table by plain SQL get their pg-boss schedule here (at start). */
+  private async scheduleMissing(boss: PgBoss): Promise<void> {
+    const [rows, known] = await Promise.all([listSchedules(this.pool), boss.getSchedules(SCHEDULE_QUEUE)]);
+    const have = new Map(known.map((s) => [s.key, s]));
+    for (const row of rows) {
+      const s = have.get(row.name);
+      if (s && s.cron === row.cron && s.timezone === row.tz) continue;
+      try {
+        await boss.schedule(SCHEDULE_QUEUE, row.cron, { schedule: row.name }, { tz: row.tz, key: row.name });
+        this.log.info({ schedule: row.name, cron: row.cron, tz: row.tz }, 'schedule added to pg-boss');
+      } catch (err) {
+        this.log.warn({ err, schedule: row.name, cron: row.cron }, 'schedule cannot be scheduled by pg-boss');
+      }
+    }
+  }
+
+  private logError(kind: string, err: unknown, fields: object, message: string): void {
+    const key = `${kind}:${isConnectionError(err) ? 'connection' : 'other'}`;
+    const now = Date.now();
+    const last = this.lastLogged.get(key);
+    if (last !== undefined && now - last < ERROR_LOG_EVERY_MS) {
+      this.log.debug({ err, ...fields }, message);
+      return;
+    }
+    this.lastLogged.set(key, now);
+    this.log.warn({ err, ...fields }, message);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.cancelSleep = done;
+    });
+  }
+}
