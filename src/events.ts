@@ -65,10 +65,19 @@ export const TERMINAL_EVENTS: ReadonlySet<StepdEventType> = new Set(['workflow.c
 export function parseEvent(payload: string): StepdEvent | undefined {
   try {
     const parsed = stepdEvent.safeParse(JSON.parse(payload));
-    return parsed.success ? parsed.data : undefined;
+    return parsed.success ? withIsoTime(parsed.data) : undefined;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * `at` in one format, `2025-01-01T12:00:00.000Z`: the executor writes that, but the SQL triggers
+ * write PostgreSQL's (`2025-01-01T12:00:00.123456+00:00`).
+ */
+function withIsoTime(event: StepdEvent): StepdEvent {
+  const ms = Date.parse(event.at);
+  return Number.isNaN(ms) ? event : { ...event, at: new Date(ms).toISOString() };
 }
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; stay well under it. */

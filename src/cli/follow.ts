@@ -194,7 +194,11 @@ export class Follower {
 
   private print(e: StepdEvent, row?: WorkflowRow): void {
     if (this.opts.json) {
-      const extra = row && TERMINAL_EVENTS.has(e.type) ? { durationMs: between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) } : {};
+      // The end event is the last line: it carries the workflow's final status, output and error.
+      const extra =
+        row && TERMINAL_EVENTS.has(e.type)
+          ? { status: row.status, output: row.output ?? null, error: row.error ?? null, durationMs: between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) }
+          : {};
       outJson({ ...e, ...extra });
       return;
     }

@@ -44,17 +44,19 @@ describe('stepd run --follow', () => {
     expect(row).toMatchObject({ name: 'doomed', status: 'failed', error: { code: 'broken' } });
   });
 
-  it('with --json prints one event per line, retries and all, ending with the workflow outcome', async () => {
+  it('with --json prints the workflow id first, then one event per line, retries and all, ending with the workflow outcome', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
 
     const r = await runCli(['run', example('retry'), '--follow', '--json'], { env: envFor(t) });
 
     expect(r.code).toBe(0);
-    const events = jsonLines(r.stdout);
-    expect(events.every((e) => e.schema === t.schema && typeof e.at === 'string')).toBe(true);
+    const [first, ...events] = jsonLines(r.stdout);
+    expect(first).toEqual({ id: expect.stringMatching(/^\d+$/), name: 'retry', status: 'new', created: true });
+    // One time format, whoever emitted the event (the executor or a trigger in the database).
+    expect(events.every((e) => e.schema === t.schema && e.workflowId === first!.id && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(e.at))).toBe(true);
     expect(events[0]).toMatchObject({ type: 'workflow.started' });
-    expect(events.at(-1)).toMatchObject({ type: 'workflow.completed' });
+    expect(events.at(-1)).toMatchObject({ type: 'workflow.completed', status: 'completed', output: expect.anything(), error: null, durationMs: expect.any(Number) });
     const flaky = events.filter((e) => e.step === 'flaky');
     expect(flaky.map((e) => [e.type, e.attempt])).toEqual([
       ['step.started', 1],
@@ -181,7 +183,7 @@ describe('stepd status and list', () => {
     const t = await createTestSchema();
     await startExecutor(t);
     const run = await runCli(['run', example('parallel'), '--follow', '--json'], { env: envFor(t) });
-    const id = jsonLines(run.stdout)[0]!.workflowId as string;
+    const id = jsonLines(run.stdout)[0]!.id as string;
 
     const r = await runCli(['status', id, '--json'], { env: envFor(t) });
 
