@@ -7,6 +7,7 @@ import { registerFlow } from './flow.js';
 import { registerList } from './list.js';
 import { registerMcp } from './mcp.js';
 import { registerMigrate } from './migrate.js';
+import { registerRetry } from './retry.js';
 import { registerRun } from './run.js';
 import { registerSchedule } from './schedule.js';
 import { registerStart } from './start.js';
@@ -42,6 +43,7 @@ Run \`stepd help COMMAND\` for a command's options and examples.`,
   registerList(program);
   registerApprove(program);
   registerCancel(program);
+  registerRetry(program);
   registerWatch(program);
   registerValidate(program);
   registerFlow(program);

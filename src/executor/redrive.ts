@@ -29,7 +29,8 @@ import { storableIssues, storableText } from '../flow/caps.js';
 import { getStep } from '../flow/compiled.js';
 import { resolveSuccess } from '../flow/transitions.js';
 import { Advance, type Origin } from './advance.js';
-import { planRedrive, plannedRows, type RedriveAction } from './redrivePlan.js';
+import { checkRedrive, originalError } from './redriveCheck.js';
+import type { RedriveAction } from './redrivePlan.js';
 import type { TxDeps, TxResult } from './transactions.js';
 import { TxWriter, type ClaimOnCreate } from './txWriter.js';
 import type { WorkflowInfo } from './workflowCache.js';
@@ -77,15 +78,6 @@ function withOriginal(error: ErrorData, reason: string, previous: ErrorData | nu
   return { ...error, details: { reason, ...(error.details as object | undefined), error: originalError(previous) } };
 }
 
-/** The error the workflow failed with, looking through earlier refused redrives. */
-export function originalError(error: ErrorData | null): ErrorData | null {
-  if (error?.code === 'redrive_refused' || error?.code === 'redrive_failed') {
-    const inner = (error.details as { error?: ErrorData | null } | undefined)?.error;
-    if (inner !== undefined) return inner;
-  }
-  return error;
-}
-
 async function redriveOne(deps: TxDeps, id: string, claim: ClaimOnCreate | undefined): Promise<RedriveResult> {
   let writer: TxWriter | undefined;
   try {
@@ -117,19 +109,9 @@ async function resume(deps: TxDeps, client: pg.PoolClient, w: TxWriter, req: Red
     deps.log.warn({ workflowId: req.id, reason, message }, 'redrive refused');
     return { ...empty(), handled: 1 };
   };
-  if (req.flow === null) return refuse('not_admitted', 'the workflow failed before it was admitted; start a new one');
-  const compiled = deps.cache.compiler.compile(req.flow);
-  if (!compiled.ok) {
-    return refuse('invalid_flow', `its flow is not valid under today's validation and caps (${compiled.issues.length} issue(s))`, {
-      issues: storableIssues(compiled.issues),
-    });
-  }
-  const flow = compiled.flow;
-  const plan = planRedrive(flow, await getStepsForRedrive(client, req.id), original);
-  if (!plan.ok) return refuse(plan.reason, plan.message);
-  if (req.step_count + plannedRows(plan) > flow.maxSteps) {
-    return refuse('step_limit', `the new attempts would go over the step budget of ${flow.maxSteps} step rows (${req.step_count} used)`);
-  }
+  const plan = checkRedrive(req, req.flow === null ? [] : await getStepsForRedrive(client, req.id), (f) => deps.cache.compiler.compile(f));
+  if (!plan.ok) return refuse(plan.reason, plan.message, plan.issues ? { issues: storableIssues(plan.issues) } : {});
+  const flow = plan.flow;
 
   const redrives = await resumeRedrivenWorkflow(client, req.id, flow.timeoutMs);
   await reopenFailedForkRows(client, plan.reopen);
