@@ -24,8 +24,8 @@ import { checkRegions } from './regions.js';
 export type { FlowIssue } from './spec.js';
 
 const BASE_ROOTS = ['input', 'steps', 'workflow', 'item', 'index', 'results', 'error', 'result'];
-/** The seed's spellings of input and item (templates.ts reads them as those roots). */
-const SEED_ROOT_ALIASES = ['workflow_input', 'loop_item'];
+/** The seed's spellings of input, item and a step's result (templateExpression.ts reads them as those roots). */
+const SEED_ROOT_ALIASES = ['workflow_input', 'loop_item', 'step'];
 
 export type CompileResult = { ok: true; flow: CompiledFlow; issues: [] } | { ok: false; issues: FlowIssue[] };
 
