@@ -8,6 +8,7 @@ import type { StartFlags } from '../config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js';
 import { migrate } from '../db/migrate.js';
 import type { Executor } from '../executor/executor.js';
+import type { Scheduler } from '../schedules/scheduler.js';
 import { createLogger, type Logger } from '../logger.js';
 import { databaseUrlFrom } from '../config.js';
 import { Secrets } from '../secrets.js';
@@ -33,6 +34,7 @@ export function registerStart(program: Command): void {
     .option('--dead-after <duration>', 'an executor silent this long counts as dead and its running steps are re-run (default: 15s; $STEPD_DEAD_AFTER)')
     .option('--config <path>', 'configuration file: MCP servers, permissions, limits (default: ./stepd.config.json if present)')
     .option('--no-events', 'do not NOTIFY lifecycle events on stepd_events')
+    .option('--no-schedules', 'do not run schedules (pg-boss) in this daemon; other daemons on the schema still do (docs/schedules.md)')
     .option('--http <port>', 'serve the dashboard, /mcp and /metrics on this port (0: any free port; default: $STEPD_HTTP, else no HTTP)')
     .option('--http-host <host>', 'address the HTTP server listens on (default: $STEPD_HTTP_HOST or 127.0.0.1)')
     .option('--user <name>', 'who HTTP requests act as when the config has no api.tokens (loopback only; default: $STEPD_USER, else your OS user)')
@@ -78,6 +80,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       const url = given ?? embedded!.url;
       let executor: Executor | undefined;
       let http: RunningHttpServer | undefined;
+      let scheduler: Scheduler | undefined;
       try {
         const migrated = await migrate({ url, schema: options.schema, log });
         log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
@@ -86,6 +89,12 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         await probeMcpServers(toolbox, log);
         executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}) });
         await executor.start();
+        // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
+        if ((flags as { schedules?: boolean }).schedules !== false) {
+          const { Scheduler } = await import('../schedules/scheduler.js');
+          scheduler = new Scheduler({ databaseUrl: url, schema: options.schema, log });
+          scheduler.start();
+        }
         if (httpSettings) {
           const { startDaemonHttp } = await import('../http/daemonHttp.js');
           http = await startDaemonHttp({
@@ -101,6 +110,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         }
       } catch (err) {
         await http?.close().catch(() => {});
+        await scheduler?.stop().catch(() => {});
         await executor?.stop({ graceMs: 0 }).catch(() => {});
         await toolbox.registry.close().catch(() => {});
         await embedded?.stop().catch((e: unknown) => log.error({ err: e }, 'could not stop the embedded PostgreSQL'));
@@ -118,6 +128,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         async () => {
           try {
             await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
+            await scheduler?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the schedules'));
             await running.stop();
             await toolbox.registry.close();
           } finally {

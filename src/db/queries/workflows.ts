@@ -15,7 +15,8 @@ export type AdmittedWorkflow = Pick<
 };
 
 /**
- * Moves up to `limit` new workflows to running, skipping rows another executor holds. A row
+ * Moves up to `limit` new workflows to running, skipping rows another executor holds and rows
+ * whose `start_at` (`stepd run --at`) is still to come. A row
  * inserted with `flow` NULL starts a registered flow (sql/0009): the latest version of the flow
  * named `name`, or `flow_version`; the same statement copies that flow into the row and pins its
  * version. A row naming no registered flow (or version) is failed by the same statement with
@@ -25,7 +26,8 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, l
   const { rows } = await db.query<AdmittedWorkflow>({
     name: 'stepd_admit_new_workflows',
     text: `WITH picked AS (
-             SELECT id FROM workflows WHERE status = 'new' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
+             SELECT id FROM workflows WHERE status = 'new' AND (start_at IS NULL OR start_at <= now())
+              ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
            resolved AS (
              SELECT w.id, f.flow AS registered, f.version,
                     CASE WHEN w.flow IS NULL AND f.flow IS NULL THEN jsonb_build_object(
