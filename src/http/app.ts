@@ -10,6 +10,7 @@
  * Each part is optional, so tests and other commands can build only what they need.
  */
 import { Hono } from 'hono';
+import { OperationError, httpStatusFor } from '../api/errors.js';
 import type { Logger } from '../logger.js';
 import { authenticate, type AuthPolicy, type HttpEnv } from './auth.js';
 import { requireCsrfToken, sameOriginWrites } from './csrf.js';
@@ -43,6 +44,11 @@ export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
   app.use('*', authenticate(opts.auth));
   app.use('*', sameOriginWrites());
   app.onError((err, c) => {
+    // The database unreachable, or a bug: the operations layer says which; nothing internal leaks.
+    if (err instanceof OperationError && err.code !== 'internal') {
+      opts.log.warn({ err, method: c.req.method, path: c.req.path }, 'http request refused');
+      return c.text(`${err.message}\n`, httpStatusFor(err.code) as 400);
+    }
     opts.log.error({ err, method: c.req.method, path: c.req.path }, 'http request failed');
     return c.text('internal error (see the daemon log)\n', 500);
   });

@@ -90,6 +90,22 @@ describe('dashboard pages', () => {
     expect(missing.status).toBe(404);
   });
 
+  it('approves a gate with a JSON result from the form, and refuses a result that is not JSON', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, gatedFlow, {}, { user: 'alice' });
+    const step = await waitForStep(t, id, 'review', 'pending');
+    const { request, sessions } = buildTestApp(t, { localUser: 'carol' });
+    const path = `/workflows/${id}/steps/${step.id}/approve`;
+    const csrf = sessions.csrfToken('carol');
+    const bad = await request(path, formPost({ csrf, data: '{"approved": tru' }));
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain('the result is not valid JSON');
+    expect((await request(path, formPost({ csrf, data: '{"approved": true, "budget": 500}' }))).status).toBe(303);
+    const review = await waitForStep(t, id, 'review', 'done');
+    expect(review).toMatchObject({ readied_by: 'carol', result: { approved: true, budget: 500 } });
+  });
+
   it('nests fan-out rows under their fork by item', async () => {
     const t = await createTestSchema();
     await startExecutor(t);

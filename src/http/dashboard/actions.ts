@@ -1,7 +1,8 @@
 /**
  * The dashboard's buttons, each a POST form that writes the SQL contract through the operations
  * layer as the signed-in user:
- *   POST /workflows/:id/steps/:stepId/approve     approveStep (readied_by = the user)
+ *   POST /workflows/:id/steps/:stepId/approve     approveStep (readied_by = the user), with the form's
+ *                                                 optional `data` (JSON) as the gate's result
  *   POST /workflows/:id/steps/:stepId/reject      rejectStep, with the form's `reason`
  *   POST /workflows/:id/cancel                    cancelWorkflow
  *   POST /workflows/:id/retry                     retryWorkflow
@@ -34,7 +35,10 @@ export function mountActions(app: Hono<HttpEnv>, deps: DashboardDeps): void {
       return c.redirect(`/workflows/${encodeURIComponent(workflowId)}`, 303);
     });
   };
-  route('/workflows/:id/steps/:stepId/approve', (user, _form, c) => ops.approveStep(user, { stepId: c.req.param('stepId') ?? '' }));
+  route('/workflows/:id/steps/:stepId/approve', (user, form, c) => {
+    const data = parseData(form.data);
+    return ops.approveStep(user, { stepId: c.req.param('stepId') ?? '', ...(data !== undefined ? { data } : {}) });
+  });
   route('/workflows/:id/steps/:stepId/reject', (user, form, c) => {
     const reason = typeof form.reason === 'string' && form.reason.trim() ? form.reason.trim() : undefined;
     return ops.rejectStep(user, { stepId: c.req.param('stepId') ?? '', ...(reason !== undefined ? { reason } : {}) });
@@ -51,5 +55,15 @@ async function refused(c: Context<HttpEnv>, deps: DashboardDeps, workflowId: str
     return sendHtml(c, ctx, renderWorkflowPage(ctx, details, err.message), status);
   } catch {
     return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/">← workflows</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status);
+  }
+}
+
+/** The optional JSON result of an approval (the form's `data`); empty means the default `{"approved": true}`. */
+function parseData(field: unknown): unknown {
+  if (typeof field !== 'string' || !field.trim()) return undefined;
+  try {
+    return JSON.parse(field) as unknown;
+  } catch (err) {
+    throw new OperationError('invalid_input', `the result is not valid JSON: ${(err as Error).message}`);
   }
 }

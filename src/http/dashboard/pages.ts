@@ -5,7 +5,7 @@
 import type { Hono } from 'hono';
 import type { Kysely } from 'kysely';
 import { OperationError } from '../../api/errors.js';
-import type { Operations, WorkflowDetails } from '../../api/operations.js';
+import { toOperationError, type Operations, type WorkflowDetails } from '../../api/operations.js';
 import { toWorkflowSummary } from '../../api/views.js';
 import { listWorkflows } from '../../db/reads.js';
 import type { Database, WorkflowStatus } from '../../db/tables.js';
@@ -37,6 +37,8 @@ export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
       ...(filters.user ? { createdBy: filters.user } : {}),
       ...(filters.since ? { createdAfter: utcInstant(filters.since)! } : {}),
       ...(filters.until ? { createdBefore: utcInstant(filters.until)! } : {}),
+    }).catch((err: unknown) => {
+      throw toOperationError(err);
     });
     const now = new Date();
     const views = rows.map((r) => toWorkflowSummary(r, now));

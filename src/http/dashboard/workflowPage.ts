@@ -66,6 +66,13 @@ function gate(ctx: PageContext, workflowId: string, g: WaitingGate, now: Date): 
       <button name="action" value="reject">reject</button>
     </form>
   </div>
+  <details data-key="approve-data-${g.stepId}"><summary>approve with a result</summary>
+    <form method="post" action="/workflows/${workflowId}/steps/${g.stepId}/approve">
+      <input type="hidden" name="csrf" value="${ctx.csrf}">
+      <textarea name="data" rows="3" cols="60" aria-label="the gate's result as JSON" placeholder='{"approved": true, "budget": 500}'></textarea>
+      <div><button name="action" value="approve-with-data">approve with this result</button></div>
+    </form>
+  </details>
 </section>`;
 }
 
