@@ -140,7 +140,8 @@ export class Follower {
     const enriched: StepdEvent = { ...e };
     if ((e.type === 'step.done' || e.type === 'step.failed') && enriched.durationMs === undefined && e.stepId) {
       const timing = await optional(getStepTiming(this.ctx.db, e.stepId));
-      const ms = between(timing?.started_at, timing?.completed_at);
+      // A row without a tool (a gate, a timer) is claimed only once readied or due: it took as long as it waited.
+      const ms = between(timing?.tool === null ? timing.created_at : timing?.started_at, timing?.completed_at);
       if (ms !== undefined) enriched.durationMs = ms;
       if (enriched.itemIndex === undefined && typeof timing?.item_index === 'number') enriched.itemIndex = timing.item_index;
     }

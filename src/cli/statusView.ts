@@ -30,6 +30,7 @@ export interface StepView {
   readyAt: string | null;
   startedAt: string | null;
   completedAt: string | null;
+  /** How long the attempt ran; for a gate or a timer, how long it waited (from its creation). */
   durationMs: number | null;
   expiresAt: string | null;
   readiedBy: string | null;
@@ -73,6 +74,8 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
   const steps: StepView[] = rows.map((r) => {
     const info = stepInfo(r.name);
     const finished = r.status === 'done' || r.status === 'failed' || r.status === 'cancelled';
+    // A gate or a timer is claimed only once it is readied or due: its wait is from its creation.
+    const waits = info?.kind === 'gate' || info?.kind === 'timer';
     const view: StepView = {
       id: String(r.id),
       name: r.name,
@@ -90,7 +93,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       readyAt: iso(r.ready_at),
       startedAt: iso(r.started_at),
       completedAt: iso(r.completed_at),
-      durationMs: between(r.started_at, finished ? r.completed_at : r.status === 'running' ? now : null) ?? null,
+      durationMs: between(waits ? r.created_at : r.started_at, finished ? r.completed_at : r.status === 'running' ? now : null) ?? null,
       expiresAt: iso(r.expires_at),
       readiedBy: r.readied_by,
       readiedAt: iso(r.readied_at),
@@ -172,8 +175,10 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
   switch (s.status) {
     case 'done':
       if (s.kind === 'fork') return `done: ${describeFanout(s.result)}`;
+      if (s.kind === 'gate' || s.kind === 'timer') return `done after waiting${dur}${s.readiedBy ? ` (readied by ${s.readiedBy})` : ''}`;
       return `done${dur}${attempts}`;
     case 'failed':
+      if (s.kind === 'gate' || s.kind === 'timer') return `failed after waiting${dur}${s.readiedBy ? ` (readied by ${s.readiedBy})` : ''}`;
       return `failed${dur}${attempts}`;
     case 'running':
       return `running for${dur}${attempts}${s.progress ? `, progress ${formatProgress(s.progress)}` : ''}`;

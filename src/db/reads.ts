@@ -34,8 +34,8 @@ export async function getStepWithWorkflow(db: Kysely<Database>, stepId: string):
 export async function getStepTiming(
   db: Kysely<Database>,
   stepId: string,
-): Promise<Pick<StepRow, 'started_at' | 'completed_at' | 'item_index'> | undefined> {
-  return db.selectFrom('workflow_steps').select(['started_at', 'completed_at', 'item_index']).where('id', '=', stepId).executeTakeFirst();
+): Promise<Pick<StepRow, 'tool' | 'created_at' | 'started_at' | 'completed_at' | 'item_index'> | undefined> {
+  return db.selectFrom('workflow_steps').select(['tool', 'created_at', 'started_at', 'completed_at', 'item_index']).where('id', '=', stepId).executeTakeFirst();
 }
 
 /** The gate row a `step.waiting` event is about: the newest pending row of that step. */
