@@ -1,10 +1,12 @@
-/** `stepd approve STEP_ID`: ready a pending step (approve or reject a gate) through the SQL contract. */
+/**
+ * `stepd approve STEP_ID`: ready a pending step (approve or reject a gate) through the SQL
+ * contract, by the same operation the MCP tools and the dashboard use (src/api/operations.ts):
+ * the same refusals, and a gate's `approval.approvers` apply.
+ */
 import type { Command } from 'commander';
-import { stepNotFoundMessage, stepNotPendingMessage } from '../api/errors.js';
 import { callerUser } from '../api/callerUser.js';
-import { readyPendingStep } from '../db/contract.js';
-import { getStepWithWorkflow } from '../db/reads.js';
-import { CliError, out, outJson, parseId, parseJsonArg, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
+import { Operations } from '../api/operations.js';
+import { CliError, out, outJson, parseId, parseJsonArg, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
 
 interface ApproveFlags extends DatabaseFlags {
   data?: string;
@@ -42,32 +44,15 @@ Only a pending step can be approved; anything else is refused with exit code 1.`
       const id = parseId(idText, 'step id');
       if (flags.reason !== undefined && !flags.reject) throw new CliError('--reason goes with --reject');
       const data = flags.data === undefined ? undefined : parseJsonArg(flags.data, '--data');
-      const result = flags.reject ? rejection(data, flags.reason) : data;
-      const by = callerUser(flags.by) ?? null;
+      const by = callerUser(flags.by);
+      if (!by) throw new CliError('no user: pass --by USER (or set STEPD_USER)');
       await withDatabase(flags, async (ctx) => {
-        await refuseUnlessPending(ctx, id, flags.reject ? 'rejected' : 'approved');
-        const step = await readyPendingStep(ctx.pool, { id, readiedBy: by, ...(result !== undefined ? { result } : {}) });
-        // Someone else readied it (or the gate expired) between our read and our update.
-        if (!step) await refuseUnlessPending(ctx, id, flags.reject ? 'rejected' : 'approved');
-        if (!step) throw new CliError(`step ${id} could not be readied`);
-        if (flags.json) {
-          outJson({ stepId: String(step.id), workflowId: String(step.workflow_id), name: step.name, status: step.status, result: step.result, readiedBy: step.readied_by, readiedAt: step.readied_at });
-        } else {
-          out(`${flags.reject ? 'rejected' : 'approved'} step ${step.id} (${step.name}) of workflow ${step.workflow_id}${by ? ` as ${by}` : ''}`);
-        }
+        const ops = new Operations({ pool: ctx.pool, db: ctx.db, schema: ctx.schema });
+        const step = flags.reject
+          ? await ops.rejectStep(by, { stepId: id, data, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) })
+          : await ops.approveStep(by, { stepId: id, data });
+        if (flags.json) outJson(step);
+        else out(`${flags.reject ? 'rejected' : 'approved'} step ${step.stepId} (${step.name}) of workflow ${step.workflowId} as ${by}`);
       });
     });
-}
-
-function rejection(data: unknown, reason: string | undefined): Record<string, unknown> {
-  const extra = typeof data === 'object' && data !== null && !Array.isArray(data) ? (data as Record<string, unknown>) : data === undefined ? {} : { data };
-  return { ...extra, approved: false, ...(reason !== undefined ? { reason } : {}) };
-}
-
-/** Reads the step and refuses, saying why, unless it is pending. */
-async function refuseUnlessPending(ctx: ClientContext, id: string, verb: 'approved' | 'rejected'): Promise<void> {
-  const step = await getStepWithWorkflow(ctx.db, id);
-  if (!step) throw new CliError(stepNotFoundMessage(id, ctx.schema));
-  if (step.status === 'pending') return;
-  throw new CliError(stepNotPendingMessage(step, verb));
 }

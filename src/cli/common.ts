@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
+import { OperationError } from '../api/errors.js';
 import { databaseUrlFrom, schemaFrom } from '../config.js';
 import { createKysely, createPool } from '../db/connect.js';
 import { findEmbeddedPostgres } from '../db/embedded.js';
@@ -151,6 +152,11 @@ export async function withDatabase<T>(flags: DatabaseFlags, fn: (ctx: ClientCont
 /** Turns errors from the database into messages and exit codes. */
 export function toCliError(err: unknown, target?: Target): Error {
   if (err instanceof CliError) return err;
+  // The operations layer's refusals carry the CLI's wording already.
+  if (err instanceof OperationError) {
+    if (err.code === 'unavailable' && err.cause !== undefined && isConnectionError(err.cause)) return toCliError(err.cause, target);
+    return new CliError(err.message, err.code === 'unavailable' ? EXIT.unreachable : EXIT.invalid);
+  }
   if (isConnectionError(err)) return target ? unreachable(target, err) : new CliError(`cannot reach the database: ${errorMessage(err)}`, EXIT.unreachable);
   const code = (err as { code?: unknown } | null)?.code;
   // The guard triggers raise check_violation with a message naming the rule.
