@@ -17,7 +17,7 @@ import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { isConnectionError } from '../db/connect.js';
 import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { Database, WorkflowStatus } from '../db/tables.js';
-import type { Caps } from '../flow/caps.js';
+import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { compileFlow } from '../flow/validate.js';
 import type { FlowIssue } from '../flow/spec.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
@@ -120,6 +120,9 @@ export class Operations {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) {
       throw new OperationError('invalid_input', `input must be a JSON object, like {"topic": "AI safety"} (got ${JSON.stringify(input)})`);
     }
+    // What admission would refuse (a name PostgreSQL cannot carry, an input over the caps) is refused here, before anything is stored.
+    const problem = admissionProblem(name, input, this.#deps.caps ?? DEFAULT_CAPS);
+    if (problem) throw new OperationError('invalid_input', `${problem.message}; nothing was started`, { details: problem });
     const inline = args.flow !== undefined && args.flow !== null;
     if (inline && args.version !== undefined) throw new OperationError('invalid_input', 'give either a flow or the version of a registered flow, not both');
     if (args.version !== undefined && (!Number.isSafeInteger(args.version) || args.version < 1)) {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Operations } from '../../src/api/operations.js';
 import { OperationError } from '../../src/api/errors.js';
 import { createKysely, createPool } from '../../src/db/connect.js';
+import { resolveCaps } from '../../src/flow/caps.js';
 import { validateFlow } from '../../src/flow/validate.js';
 import { createPermissionPolicy } from '../../src/tools/permissions.js';
 import { createTestSchema, getSteps, getWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
@@ -138,6 +139,18 @@ describe('workflow operations as a user', () => {
     expect((invalid.details as { issues: unknown[] }).issues.length).toBeGreaterThan(0);
     expect(ops.validateFlow('a', { flow: { start: 'nope', steps: {} } })).toMatchObject({ valid: false });
     expect(ops.validateFlow('a', { flow: gated() })).toEqual({ valid: true, steps: 2, issues: [] });
+  });
+
+  it('refuses an input over the operator\'s caps before storing anything', async () => {
+    const t = await createTestSchema();
+    const pool = createPool({ url: t.url, schema: t.schema, role: 'client', max: 1 });
+    const db = createKysely(pool);
+    onCleanup(() => db.destroy());
+    const ops = new Operations({ pool, db, schema: t.schema, caps: resolveCaps({ inputBytes: 100 }) });
+    const err = await refusal(ops.startWorkflow('alice', { name: 'big', flow: gated(), input: { text: 'x'.repeat(200) } }));
+    expect(err.code).toBe('invalid_input');
+    expect(err.message).toBe('the input is larger than caps.inputBytes (100 bytes); nothing was started');
+    expect(await t.q('SELECT id FROM stepd.workflows')).toEqual([]);
   });
 
   it('cancels an active workflow once; a second cancel is refused', async () => {
