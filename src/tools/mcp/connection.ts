@@ -141,12 +141,13 @@ export class McpConnection {
     const started = Date.now();
     this.#connecting.add(client);
     try {
-      await client.connect(this.#transport(log, (err) => this.#lost(session, lost, err)), { timeout: connectTimeoutMs });
-      session.tools = await listAllTools(client, connectTimeoutMs);
+      // A connection lost while initializing fails the connect now, not at its timeout.
+      await client.connect(this.#transport(log, (err) => this.#lost(session, lost, err)), { timeout: connectTimeoutMs, signal: lost.signal });
+      session.tools = await listAllTools(client, connectTimeoutMs, lost.signal);
     } catch (err) {
       await client.close().catch(() => undefined);
       if (this.#closed) throw new StepError('mcp_closed', `MCP server "${name}" is shut down`, { retryable: true });
-      const message = remoteMessage(err, this.#opts.secrets);
+      const message = lost.signal.aborted ? 'the connection was lost while connecting' : remoteMessage(err, this.#opts.secrets);
       log.warn({ error: message }, 'mcp connect failed');
       throw new StepError('mcp_unavailable', `MCP server "${name}" could not be reached: ${message}`, {
         retryable: true,
