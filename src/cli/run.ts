@@ -16,6 +16,7 @@ import { callerUser } from '../api/callerUser.js';
 import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { missingFlowMessage, parseFlowRef } from './flow.js';
 import { Follower } from './follow.js';
+import { parseStartAt } from './startAtArg.js';
 
 interface RunFlags extends DatabaseFlags {
   input?: string;
@@ -23,6 +24,7 @@ interface RunFlags extends DatabaseFlags {
   name?: string;
   user?: string;
   key?: string;
+  at?: string;
   follow?: boolean;
   json?: boolean;
 }
@@ -38,6 +40,7 @@ export function registerRun(program: Command): void {
       .option('--name <name>', 'workflow name (default: the flow file name)')
       .option('--user <user>', 'the user the steps run as (created_by; permissions apply). Default: $STEPD_USER, else your OS user name')
       .option('--key <key>', 'idempotency key: if a workflow with this key exists, use it instead of starting another')
+      .option('--at <time>', 'start it later: a delay ("10m", "1h30m", "2d") or an ISO 8601 time ("2026-12-01T09:00:00Z"); cancel it before then with stepd cancel ID')
       .option('-f, --follow', 'print each step as it starts, finishes, retries or waits, until the workflow ends; exit 0 completed, 2 failed, 3 cancelled')
       .option('--json', 'print JSON (with --follow: one event per line)'),
   )
@@ -50,6 +53,8 @@ Examples:
   stepd run flow.json --input-file input.json --key order-1234 --json
   stepd run research --input '{"topic": "AI safety"}'       # the registered flow "research", latest version
   stepd run research@2 --follow                              # version 2 of it
+  stepd run research --at 10m                                # admitted in 10 minutes (docs/schedules.md)
+  stepd run research --at 2026-12-01T09:00:00+01:00
 
 An argument that is not a file names a registered flow (stepd flow list): the workflow is
 inserted with flow NULL (and flow_version for NAME@VERSION), and the executor runs the version
@@ -72,6 +77,7 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
       if (ref && flags.name !== undefined && flags.name !== ref.name) {
         throw new CliError(`--name cannot rename a registered flow: a workflow started by name is called like its flow (${JSON.stringify(ref.name)})`);
       }
+      const startAt = flags.at === undefined ? undefined : parseStartAt(flags.at);
       const name = ref?.name ?? flags.name ?? path.basename(file).replace(/\.json$/i, '');
       if (!name) throw new CliError('--name must not be empty');
       const user = callerUser(flags.user) ?? null;
@@ -81,15 +87,15 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
         await follower?.listen();
         try {
           if (ref) await checkRegisteredFlow(ctx, ref, input);
-          const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null });
+          const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null, ...(startAt ? { startAt } : {}) });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
           if (!id) throw new CliError(`could not start the workflow: key ${JSON.stringify(flags.key)} is taken but its workflow was not found`);
           // With --follow too: the id comes first, then one event per line, the end event (with status, output, error) last.
           if (flags.json) {
-            outJson({ id, name: created?.name ?? existing!.name, status: created?.status ?? existing!.status, created: created !== undefined });
+            outJson({ id, name: created?.name ?? existing!.name, status: created?.status ?? existing!.status, created: created !== undefined, ...(created?.start_at ? { startAt: created.start_at } : {}) });
           } else if (!flags.json) {
-            out(created ? `started workflow ${id} (${name})${user ? ` as ${user}` : ''}` : `workflow ${id} already exists with key ${JSON.stringify(flags.key)} (${existing!.status}); not starting another`);
+            out(created ? `started workflow ${id} (${name})${user ? ` as ${user}` : ''}${created.start_at ? `; it starts at ${created.start_at.toISOString()} (cancel it before: stepd cancel ${id})` : ''}` : `workflow ${id} already exists with key ${JSON.stringify(flags.key)} (${existing!.status}); not starting another`);
             if (!flags.follow) out(`  follow it:  stepd watch ${id}\n  status:     stepd status ${id}`);
           }
           return follower ? await follower.follow(id) : EXIT.ok;

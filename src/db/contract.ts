@@ -15,16 +15,20 @@ export interface NewWorkflow {
   input: Record<string, unknown>;
   createdBy: string | null;
   key: string | null;
+  /** Not admitted before this (`stepd run --at`): a time, or a delay from the database's now(). */
+  startAt?: { at: Date } | { inMs: number };
 }
 
 /** Inserts a workflow; with a key that exists already, inserts nothing and returns `undefined`. */
-export async function insertWorkflow(db: Queryable, wf: NewWorkflow): Promise<Pick<WorkflowRow, 'id' | 'name' | 'status'> | undefined> {
-  const { rows } = await db.query<Pick<WorkflowRow, 'id' | 'name' | 'status'>>({
-    text: `INSERT INTO workflows (name, flow, input, created_by, key, flow_version)
-           VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, $6)
+export async function insertWorkflow(db: Queryable, wf: NewWorkflow): Promise<Pick<WorkflowRow, 'id' | 'name' | 'status' | 'start_at'> | undefined> {
+  const at = wf.startAt && 'at' in wf.startAt ? wf.startAt.at.toISOString() : null;
+  const inMs = wf.startAt && 'inMs' in wf.startAt ? wf.startAt.inMs : null;
+  const { rows } = await db.query<Pick<WorkflowRow, 'id' | 'name' | 'status' | 'start_at'>>({
+    text: `INSERT INTO workflows (name, flow, input, created_by, key, flow_version, start_at)
+           VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, $6, coalesce($7::timestamptz, now() + $8::float8 * interval '1 millisecond'))
            ON CONFLICT (key) DO NOTHING
-           RETURNING id, name, status`,
-    values: [wf.name, wf.flow === null || wf.flow === undefined ? null : JSON.stringify(wf.flow), JSON.stringify(wf.input), wf.createdBy, wf.key, wf.flowVersion ?? null],
+           RETURNING id, name, status, start_at`,
+    values: [wf.name, wf.flow === null || wf.flow === undefined ? null : JSON.stringify(wf.flow), JSON.stringify(wf.input), wf.createdBy, wf.key, wf.flowVersion ?? null, at, inMs],
   });
   return rows[0];
 }
