@@ -91,8 +91,16 @@ export function workflowNotActiveMessage(wf: { id: string; name: string; status:
   return `workflow ${wf.id} (${wf.name}) is already ${wf.status}; only a new or running workflow can be cancelled`;
 }
 
-export function workflowNotFailedMessage(wf: { id: string; name: string; status: string }): string {
-  return `workflow ${wf.id} (${wf.name}) is ${wf.status}; only a failed workflow can be retried`;
+/** Why a workflow that is not failed cannot be redriven (`stepd retry`, retry_workflow). */
+export function workflowNotFailedMessage(wf: { id: string; name: string; status: string; redrive_requested_at?: Date | null }): string {
+  const note = wf.status === 'running' && wf.redrive_requested_at ? ' (its redrive was requested already)' : '';
+  return `workflow ${wf.id} (${wf.name}) is ${wf.status}${note}; only a failed workflow can be redriven`;
+}
+
+/** Why a failed workflow cannot be redriven (its flow no longer valid, nothing to run again…). */
+export function cannotRedriveMessage(wf: { id: string; name: string }, reason: string, issues?: readonly FlowIssue[]): string {
+  const list = issues?.length ? `\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}` : '';
+  return `workflow ${wf.id} (${wf.name}) cannot be redriven: ${reason}${list}`;
 }
 
 /** `what` names the flow: a file name, `the flow`, `flow "NAME"`. */

@@ -12,11 +12,12 @@ import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { buildStatusView, type StatusView } from '../cli/statusView.js';
 import { missingFlowMessage } from '../cli/flow.js';
-import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep } from '../db/contract.js';
+import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { isConnectionError } from '../db/connect.js';
 import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
-import type { Database, WorkflowStatus } from '../db/tables.js';
+import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
+import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { compileFlow } from '../flow/validate.js';
 import type { FlowIssue } from '../flow/spec.js';
@@ -24,12 +25,14 @@ import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
 import {
   OperationError,
+  cannotRedriveMessage,
   invalidFlowMessage,
   keyTakenMessage,
   parseIdOrFail,
   stepNotFoundMessage,
   stepNotPendingMessage,
   workflowNotActiveMessage,
+  workflowNotFailedMessage,
   workflowNotFoundMessage,
 } from './errors.js';
 import { gateInfo, mayApprove, toolsCalledBy } from './flowAccess.js';
@@ -212,10 +215,31 @@ export class Operations {
     });
   }
 
-  /** Redrives a failed workflow: its failed steps get new attempts. */
-  async retryWorkflow(_user: string, args: { workflowId: string | number }): Promise<{ workflowId: string; name: string; status: WorkflowStatus }> {
+  /**
+   * Redrives a failed workflow (the SQL contract's `SET status = 'running' … AND status = 'failed'`):
+   * the daemon gives its failed steps new attempts, or refuses and fails it again with code
+   * `redrive_refused`. Checked here first the way the daemon checks, so most refusals say why at once.
+   */
+  async retryWorkflow(
+    _user: string,
+    args: { workflowId: string | number },
+  ): Promise<{ workflowId: string; name: string; status: WorkflowStatus; redrives: number; redriveRequestedAt: string | null }> {
     const id = parseIdOrFail(args.workflowId, 'workflow id');
-    throw new OperationError('not_supported', `retrying workflow ${id} needs redrive, which this stepd does not support yet; start a new workflow instead`);
+    return this.#db(async () => {
+      await this.#refuseUnlessRedrivable(id);
+      const wf = await redriveWorkflowIfFailed(this.#deps.pool, id);
+      if (!wf) {
+        await this.#refuseUnlessRedrivable(id);
+        throw new OperationError('refused', `workflow ${id} could not be redriven`);
+      }
+      return {
+        workflowId: String(wf.id),
+        name: wf.name,
+        status: wf.status,
+        redrives: wf.redrives,
+        redriveRequestedAt: wf.redrive_requested_at ? new Date(wf.redrive_requested_at).toISOString() : null,
+      };
+    });
   }
 
   /** Checks a flow the way the executor does; every issue with its path. No database needed. */
@@ -309,6 +333,15 @@ export class Operations {
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
     return step;
+  }
+
+  async #refuseUnlessRedrivable(id: string): Promise<WorkflowRow> {
+    const wf = await getWorkflow(this.#deps.db, id);
+    if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
+    if (wf.status !== 'failed') throw new OperationError('refused', workflowNotFailedMessage(wf));
+    const check = checkRedrive(wf, await getWorkflowSteps(this.#deps.db, id), (flow) => compileFlow(flow, this.#caps()));
+    if (!check.ok) throw new OperationError('refused', cannotRedriveMessage(wf, check.message, check.issues), { details: check.issues ? { issues: check.issues } : undefined });
+    return wf;
   }
 
   async #refuseUnlessActive(id: string): Promise<void> {

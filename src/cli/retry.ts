@@ -1,6 +1,7 @@
 /** `stepd retry ID`: redrive a failed workflow through the SQL contract, optionally following it. */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
+import { cannotRedriveMessage, workflowNotFailedMessage, workflowNotFoundMessage } from '../api/errors.js';
 import { loadConfigFile } from '../configFile.js';
 import { redriveWorkflowIfFailed } from '../db/contract.js';
 import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
@@ -91,17 +92,11 @@ async function capsFrom(path: string | undefined): Promise<Readonly<Caps>> {
 /** Reads the workflow and its steps and refuses, saying why, unless a redrive can go on. */
 async function refuseUnlessRedrivable(ctx: ClientContext, id: string, caps: Readonly<Caps>): Promise<WorkflowRow> {
   const wf = await getWorkflow(ctx.db, id);
-  if (!wf) throw new CliError(`workflow ${id} does not exist in schema "${ctx.schema}" (list them with: stepd list)`);
-  if (wf.status !== 'failed') {
-    const note = wf.status === 'running' && wf.redrive_requested_at ? ' (its redrive was requested already)' : '';
-    throw new CliError(`workflow ${id} (${wf.name}) is ${wf.status}${note}; only a failed workflow can be redriven`);
-  }
+  if (!wf) throw new CliError(workflowNotFoundMessage(id, ctx.schema));
+  if (wf.status !== 'failed') throw new CliError(workflowNotFailedMessage(wf));
   const steps = await getWorkflowSteps(ctx.db, id);
   const check = checkRedrive(wf, steps, (flow) => compileFlow(flow, { caps }));
-  if (!check.ok) {
-    const issues = check.issues ? `\n${check.issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}` : '';
-    throw new CliError(`workflow ${id} (${wf.name}) cannot be redriven: ${check.message}${issues}`);
-  }
+  if (!check.ok) throw new CliError(cannotRedriveMessage(wf, check.message, check.issues));
   return wf;
 }
 

@@ -149,7 +149,9 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     'retry_workflow',
     {
       title: 'Retry a failed workflow',
-      description: 'Redrive a failed workflow: it goes on from its failed steps with new attempts. Refused unless the workflow failed.',
+      description:
+        'Redrive a failed workflow: it goes on from its failed steps with new attempts (a rejected gate waits again). Refused when the workflow did not fail or cannot be redriven (the reason is given). ' +
+        'The daemon checks again when it takes the request; if it refuses, the workflow is failed again with error code "redrive_refused" (see get_workflow).',
       inputSchema: { workflowId: id('workflow') },
     },
     (args) => run('retry_workflow', () => ops.retryWorkflow(user, args)),

@@ -35,7 +35,7 @@ function headline(tool: string, result: object): string {
     }
     case 'retry_workflow': {
       const r = result as { workflowId: string; name: string };
-      return `retrying workflow ${r.workflowId} (${r.name}) from its failed steps`;
+      return `redrive of workflow ${r.workflowId} (${r.name}) requested; the daemon gives its failed steps new attempts (follow it with get_workflow)`;
     }
     case 'validate_flow': {
       const r = result as ValidationResult;

@@ -70,6 +70,25 @@ describe('workflow operations as a user', () => {
     expect(wf.error).toMatchObject({ code: 'rejected' });
   });
 
+  it('retries a failed workflow: a rejected gate waits again and can then be approved', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const ops = operations(t);
+    const { workflowId } = await ops.startWorkflow('alice', { name: 'release', flow: gated() });
+    const firstGate = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId })).waiting[0], 'the gate to wait');
+    const notFailed = await refusal(ops.retryWorkflow('alice', { workflowId }));
+    expect(notFailed).toMatchObject({ code: 'refused', message: `workflow ${workflowId} (release) is running; only a failed workflow can be redriven` });
+    await ops.rejectStep('alice', { stepId: firstGate.stepId, reason: 'not yet' });
+    expect((await waitForWorkflow(t, workflowId)).status).toBe('failed');
+
+    const retried = await ops.retryWorkflow('bob', { workflowId });
+    expect(retried).toMatchObject({ workflowId, status: 'running', name: 'release' });
+    const secondGate = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId })).waiting.find((w) => w.stepId !== firstGate.stepId), 'the gate to wait again');
+    await ops.approveStep('alice', { stepId: secondGate.stepId });
+    expect((await waitForWorkflow(t, workflowId)).status).toBe('completed');
+    expect((await refusal(ops.retryWorkflow('alice', { workflowId: '999999' }))).code).toBe('not_found');
+  });
+
   it('refuses to start a flow calling a tool the user may not call, and starts nothing', async () => {
     const t = await createTestSchema();
     const ops = operations(t, { default: ['core.*'], users: { alice: ['http.*'] } });
