@@ -12,3 +12,4 @@ export * from './queries/executors.js';
 export * from './queries/progress.js';
 export * from './queries/flows.js';
 export * from './queries/redrive.js';
+export * from './queries/subWorkflows.js';

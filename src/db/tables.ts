@@ -68,6 +68,8 @@ export interface StepRow {
   first_attempt_id: string | null;
   /** What the tool reported last while this attempt ran (sql/0010): {progress, total?, message?}. */
   progress: { progress: number; total?: number; message?: string } | null;
+  /** The sub-workflow this attempt started and waits for (sql/0011); executor-only. */
+  child_id: string | null;
 }
 
 /** Kysely's view of the schema, for read-side queries (CLI, status). */

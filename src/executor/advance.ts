@@ -27,6 +27,8 @@ import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
 import type { WorkflowInfo } from './workflowCache.js';
 import { ScopeBuilder, forkItemAt, forkItemCount } from './scope.js';
+import { startSubWorkflowStep } from './subWorkflows.js';
+import { ChildStartError } from '../flow/subWorkflow.js';
 
 export interface AdvanceDeps {
   schema: string;
@@ -351,6 +353,12 @@ export class Advance {
         }
         case 'timer':
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
+        case 'workflow': {
+          const scope = await this.scopes.forStep(step, pos, extra);
+          const deps = { schema: this.deps.schema, log: this.deps.log, caps: this.wf.flow.caps };
+          // Awaited here, so a child that cannot start (unknown flow, too deep) fails the step below.
+          return await startSubWorkflowStep({ db: this.db, writer: this.writer, deps }, step, base, scope);
+        }
         // A pass step moves on at once, as a fork does: a done row, then its transition.
         case 'pass':
         case 'fork': {
@@ -366,8 +374,9 @@ export class Advance {
       if (!(err instanceof StepError)) throw err;
       // The step cannot even be created (a template names a missing value): it fails for good.
       const error: ErrorData = { ...err.toJSON(), step: name, retryable: false };
-      const id = await this.writer.insertNow({ ...base, args: null, status: 'failed', error });
-      const origin: Origin = { ...pos, id, name, attempt: 1, args: null };
+      const args = err instanceof ChildStartError ? err.request : null;
+      const id = await this.writer.insertNow({ ...base, args, status: 'failed', error });
+      const origin: Origin = { ...pos, id, name, attempt: 1, args };
       this.event('step.failed', { stepId: origin.id, step: name, attempt: 1, error });
       return this.apply(resolveFailure(this.wf.flow, name, 1, error, this.deps.random()), origin);
     }

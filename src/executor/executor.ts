@@ -19,6 +19,7 @@ import type { LimitPolicy } from '../tools/limits.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runClaimedStep, type RunStepDeps, type StepPolicy } from './runStep.js';
 import { stepProgressSink } from './stepProgress.js';
+import { runClaimedSubWorkflowStep } from './subWorkflows.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
@@ -110,7 +111,12 @@ export class Executor {
     };
     this.pool = createPool(poolOpts);
     const progressDeps = { pool: this.pool, executorId: opts.executorId, schema: opts.schema, emitEvents: opts.emitEvents, log: deps.log };
-    this.runDeps = { ...deps, progress: (row) => stepProgressSink(progressDeps, row) };
+    const subDeps = { pool: this.pool, executorId: opts.executorId, schema: opts.schema, log: deps.log, caps: this.cache.compiler.caps };
+    this.runDeps = {
+      ...deps,
+      progress: (row) => stepProgressSink(progressDeps, row),
+      subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
+    };
     this.tx = {
       pool: this.pool,
       cache: this.cache,
@@ -375,7 +381,8 @@ export class Executor {
     const started = Date.now();
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
     const outcome = await runClaimedStep(this.runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
-    if (task.released) return;
+    // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
+    if (task.released || outcome === undefined) return;
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');

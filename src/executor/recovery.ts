@@ -4,13 +4,15 @@
  * answer (`handBackStrays`), and at a forced stop (`handBackRunning`).
  */
 import type pg from 'pg';
-import { findRunningStepsOfExecutor, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
+import { findRunningStepsOfExecutor, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
 import { finishStep, type TxDeps, type TxResult } from './transactions.js';
 
 /** Steps left running by an earlier run of this executor (a crash) fail as `lost` and are retried at once. */
 export async function recoverOrphans(tx: TxDeps, onResult: (r: TxResult) => void): Promise<number> {
+  // Steps that were recording a finished sub-workflow's outcome go back to ready (the outcome is on the row).
+  if ((await handBackSettlingSubWorkflowSteps(tx.pool, { executorId: tx.executorId, whose: 'own' })) > 0) await notifyStepsReady(tx.pool, tx.schema);
   const orphans = await findRunningStepsOfExecutor(tx.pool, tx.executorId);
   for (const o of orphans) {
     const outcome: Outcome = {

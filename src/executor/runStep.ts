@@ -18,6 +18,11 @@ export interface StepPolicy {
 export interface RunStepDeps {
   tools: ToolRegistry;
   permissions?: StepPolicy;
+  /**
+   * Runs a claimed sub-workflow step (src/executor/subWorkflows.ts): its outcome, or undefined
+   * when it started its child and now waits for it.
+   */
+  subWorkflow?: (row: ClaimedStep, step: CompiledStep) => Promise<Outcome | undefined>;
   /** Where a tool call's progress reports go (one sink per attempt); none: they are dropped. */
   progress?: (row: ClaimedStep) => StepProgressSink;
 }
@@ -33,16 +38,18 @@ export async function runClaimedStep(
   flowStep: CompiledStep | undefined,
   caps: Readonly<Caps>,
   signal: AbortSignal,
-): Promise<Outcome> {
+): Promise<Outcome | undefined> {
   if (!flowStep) {
     return { status: 'failed', error: { code: 'unknown_step', message: `step "${row.name.slice(0, 200)}" is not in the workflow's flow`, retryable: false } };
   }
   const outcome = await runStep(deps, row, flowStep, signal);
+  if (outcome === undefined) return undefined;
   const tooLarge = outcome.status === 'done' ? valueCapError(`the result of step "${row.name}"`, outcome.result, 'resultBytes', caps) : undefined;
   return tooLarge ? { status: 'failed', error: tooLarge } : outcome;
 }
 
-export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome> {
+/** The outcome of one claimed step; undefined when it has none yet (a sub-workflow step that started its child). */
+export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome | undefined> {
   try {
     switch (step.kind) {
       case 'gate':
@@ -54,6 +61,9 @@ export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: Compile
         return { status: 'done', result: row.result ?? null };
       case 'tool':
         return { status: 'done', result: await callTool(deps, row, step, signal) };
+      case 'workflow':
+        if (!deps.subWorkflow) throw new StepError('bad_step', `step "${row.name}" starts a sub-workflow, which this runner cannot do`);
+        return await deps.subWorkflow(row, step);
     }
   } catch (err) {
     const e = coerceError(err);

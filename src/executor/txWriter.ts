@@ -209,6 +209,7 @@ export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
     fanout_open: false,
     first_attempt_id: s.firstAttemptId ?? null,
     progress: null,
+    child_id: null,
     created_by: c.user,
   };
 }

@@ -14,6 +14,8 @@ import {
   findOverdueWorkflows,
   findStepsOfDeadExecutors,
   forgetDeadExecutorsWithoutSteps,
+  handBackSettlingSubWorkflowSteps,
+  notifyStepsReady,
 } from '../db/queries.js';
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
@@ -45,6 +47,12 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   const batch = deps.batch ?? 100;
   const { pool } = deps.tx;
 
+  // Steps recording a finished sub-workflow's outcome whose executor is gone go back to ready, not `lost`.
+  const handedBack = await handBackSettlingSubWorkflowSteps(pool, { executorId: deps.tx.executorId, whose: 'stranded' });
+  if (handedBack > 0) {
+    await notifyStepsReady(pool, deps.tx.schema);
+    deps.log.warn({ count: handedBack }, 'handed back sub-workflow steps whose executor stopped while settling them');
+  }
   for (const row of await findStepsOfDeadExecutors(pool, deps.tx.executorId, batch)) {
     const outcome: Outcome = {
       status: 'failed',

@@ -8,7 +8,7 @@ import type { SchemaCheck } from './jsonSchema.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
 /** `pass`: a step with no tool, approval, wait or fan-out (steps form): it does nothing and moves on at once. */
-export type StepKind = 'tool' | 'gate' | 'timer' | 'fork' | 'pass';
+export type StepKind = 'tool' | 'gate' | 'timer' | 'fork' | 'pass' | 'workflow';
 export type FanoutMode = 'failFast' | 'allSettled';
 
 export type Transition =
@@ -50,6 +50,8 @@ export interface CompiledStep {
     approvers?: string[];
   };
   wait?: { ms: number } | { until: string };
+  /** A sub-workflow step: the registered flow it starts (version null: the latest) and its input template. */
+  workflow?: { name: string; version: number | null; input: unknown };
   output?: unknown;
   /** Steps whose results this step's templates and conditions read (`steps.NAME…`). */
   stepRefs: string[];

@@ -95,6 +95,21 @@ function describeJson(v: unknown): string {
   return `${typeof v} ${text.length > 40 ? `${text.slice(0, 40)}…` : text}`;
 }
 
+/** A sub-workflow step: start the registered flow `name` (latest or `version`) as a child with `input`. */
+export const subWorkflowSpec = z
+  .object({
+    name: z
+      .string()
+      .min(1, 'workflow.name must name a registered flow')
+      .superRefine((name, ctx) => {
+        const problem = nameProblem(name);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      }),
+    version: z.number().int().min(1).optional(),
+    input: z.unknown().optional(),
+  })
+  .strict();
+
 export const stepSpec = z
   .object({
     name: stepName.optional(),
@@ -112,6 +127,7 @@ export const stepSpec = z
     output: z.unknown().optional(),
     approval: z.union([z.literal(true), approvalSpec]).optional(),
     wait: z.union([duration, z.object({ until: z.string().min(1) }).strict()]).optional(),
+    workflow: subWorkflowSpec.optional(),
     retry: retrySpec.optional(),
     timeout: duration.optional(),
     onError: stepName.optional(),

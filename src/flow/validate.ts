@@ -20,6 +20,7 @@ import { SchemaCompiler } from './jsonSchema.js';
 import { parseFlowShape, type FlowIssue, type FlowSpec, type StepSpec } from './spec.js';
 import { templateRefs, type TemplateRef } from './templates.js';
 import { checkRegions } from './regions.js';
+import { subWorkflowShapeIssues } from './subWorkflow.js';
 
 export type { FlowIssue } from './spec.js';
 
@@ -201,7 +202,9 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     });
   }
   let kind: StepKind;
+  const isSub = s.workflow !== undefined;
   if (hasTool) kind = 'tool';
+  else if (isSub && !isFork) kind = 'workflow';
   else if (isFork) kind = 'fork';
   else if (s.wait !== undefined) kind = 'timer';
   else if (s.approval !== undefined || ctx.flatForm) kind = 'gate';
@@ -214,6 +217,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (isFork && !hasTool && s.approval !== undefined) {
     issues.push({ path: `${at}.approval`, message: 'an approval gate cannot also fan out; put the fan-out in the next step' });
   }
+  if (isSub) issues.push(...subWorkflowShapeIssues(s, at, { hasTool, isFork }));
   if (!hasTool && s.args !== undefined && !(typeof s.args === 'object' && s.args !== null && Object.keys(s.args).length === 0)) {
     issues.push({ path: `${at}.args`, message: 'args only apply to a step with a tool' });
   }
@@ -317,6 +321,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     checkRefs(items, 'forEach.items', hasTool);
   }
   if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+  if (kind === 'workflow') checkRefs(s.workflow?.input ?? {}, 'workflow.input', false);
   if (approval?.message !== undefined) checkRefs(approval.message, 'approval.message', false);
 
   const cases: { condition: CompiledCondition; then: string }[] = [];
@@ -373,6 +378,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (s.onError !== undefined) step.onError = s.onError;
   if (approval) step.approval = approval;
   if (wait) step.wait = wait;
+  if (kind === 'workflow' && s.workflow) step.workflow = { name: s.workflow.name, version: s.workflow.version ?? null, input: s.workflow.input ?? {} };
   if (s.output !== undefined) step.output = s.output;
   return step;
 }

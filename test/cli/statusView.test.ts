@@ -71,6 +71,7 @@ function step(over: Partial<StepRow> & Pick<StepRow, 'name' | 'status'>): StepRo
     fanout_open: false,
     first_attempt_id: null,
     progress: null,
+    child_id: null,
     ...over,
   };
 }
