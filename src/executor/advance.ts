@@ -7,6 +7,7 @@
 import { StepError, TemplateError, type ErrorData } from '../errors.js';
 import { getStep, type CompiledStep } from '../flow/compiled.js';
 import { resolveTemplates } from '../flow/templates.js';
+import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
 import {
@@ -347,9 +348,12 @@ export class Advance {
           return this.queue({ ...base, args: resolveTemplates(step.args, scope), status: 'ready', readyInMs: 0 });
         }
         case 'gate': {
-          this.event('step.waiting', { step: name });
+          // Inserted now: the step.waiting event carries the gate's id (and its rendered message).
+          const args = step.approval?.message !== undefined || step.approval?.approvers !== undefined ? renderGateArgs(step, await this.scopes.forStep(step, pos, extra)) : null;
           const timeout = step.approval?.timeoutMs;
-          return this.queue({ ...base, args: null, status: 'pending', ...(timeout !== undefined ? { expiresInMs: timeout } : {}) });
+          const id = await this.writer.insertNow({ ...base, args, status: 'pending', ...(timeout !== undefined ? { expiresInMs: timeout } : {}) });
+          this.event('step.waiting', { stepId: id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}), ...(args?.message !== undefined ? { message: args.message } : {}) });
+          return;
         }
         case 'timer':
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });

@@ -19,6 +19,7 @@ import type { LimitPolicy } from '../tools/limits.js';
 import { Listener, type WakeupPayload } from './listener.js';
 import { runClaimedStep, type RunStepDeps, type StepPolicy } from './runStep.js';
 import { stepProgressSink } from './stepProgress.js';
+import { refuseReadyingIfNotAllowed } from './gateReadying.js';
 import { runClaimedSubWorkflowStep } from './subWorkflows.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
@@ -380,6 +381,9 @@ export class Executor {
     const log = this.deps.log;
     const started = Date.now();
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
+    // A readied gate whose approvers or schema refuse the readying waits again: no outcome.
+    const gate = wf?.flow.steps.get(row.name);
+    if (gate?.kind === 'gate' && (await refuseReadyingIfNotAllowed(this.tx, row, gate))) return;
     const outcome = await runClaimedStep(this.runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
     // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
     if (task.released || outcome === undefined) return;
