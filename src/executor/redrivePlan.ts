@@ -86,10 +86,14 @@ export function planRedrive(flow: CompiledFlow, rows: readonly RedriveStepRow[],
     if (row.status === 'cancelled') {
       actions.push({ kind: 'attempt', row });
     } else if (row.status === 'failed') {
-      // A tool step no executor ever took failed as it was created (a template): create it again.
-      if (step.kind === 'fork' || (step.kind === 'tool' && row.executor_id === null)) actions.push({ kind: 'create', name: row.name, pos, rowId: row.id });
+      // A step that failed as it was created (a template; no executor took it, no arguments
+      // resolved), or a fork or pass step (their rows only record a decision): created again.
+      const atCreation = row.args === null && row.executor_id === null && step.kind !== 'gate' && step.kind !== 'timer';
+      if (step.kind === 'fork' || step.kind === 'pass' || atCreation) actions.push({ kind: 'create', name: row.name, pos, rowId: row.id });
       else actions.push({ kind: 'attempt', row });
     } else if (row.status === 'done' && !isFork && step.transition.kind !== 'arrive' && error?.step === row.name) {
+      // Its transition failed the workflow (a cap, a branch that did not match): it runs again on
+      // the kept result. A fork row that never fanned out is created again (it records the items).
       if (step.kind === 'fork') actions.push({ kind: 'create', name: row.name, pos, rowId: row.id });
       else actions.push({ kind: 'transition', row });
     }

@@ -26,11 +26,12 @@ describe('redrive from plain SQL as the client role', () => {
     };
     await startExecutor(t, { tools: [tool] });
     const client = await createClientRole(t);
-    const [{ id }] = await client.q<{ id: string }>(
+    const inserted = await client.q<{ id: string }>(
       `INSERT INTO stepd.workflows (name, flow) VALUES ('svc', $1) RETURNING id`,
       [JSON.stringify({ start: 's', steps: { s: { tool: 'test.work', args: {}, retry: { maxAttempts: 1 } } } })],
     );
-    expect((await waitForWorkflow(t, id!)).status).toBe('failed');
+    const id = inserted[0]!.id;
+    expect((await waitForWorkflow(t, id)).status).toBe('failed');
 
     // Everything but the status stays the executor's (column grants, then the guard).
     await expect(client.q(`UPDATE stepd.workflows SET status = 'running', error = NULL WHERE id = $1`, [id])).rejects.toThrow(/permission denied|only status may be set/);
@@ -41,15 +42,15 @@ describe('redrive from plain SQL as the client role', () => {
     const updated = await client.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed' RETURNING status, redrive_requested_at`, [id]);
     expect(updated).toHaveLength(1);
     expect(updated[0].redrive_requested_at).not.toBeNull();
-    const wf = await waitForWorkflow(t, id!, ['completed']);
+    const wf = await waitForWorkflow(t, id, ['completed']);
     expect(wf).toMatchObject({ redrives: 1, error: null, created_by: client.role });
     expect(users).toEqual([client.role, client.role]);
-    expect((await getSteps(t, id!)).map((s) => [s.attempt, s.status])).toEqual([
+    expect((await getSteps(t, id)).map((s) => [s.attempt, s.status])).toEqual([
       [1, 'failed'],
       [2, 'done'],
     ]);
     // A second redrive of a completed workflow changes nothing.
     expect(await client.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed' RETURNING id`, [id])).toHaveLength(0);
-    expect((await getWorkflow(t, id!)).status).toBe('completed');
+    expect((await getWorkflow(t, id)).status).toBe('completed');
   });
 });
