@@ -129,7 +129,7 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     ]);
   } finally {
     clearTimeout(timer);
-    // The last report is written before the outcome is queued: no progress after the step ended.
+    // The last report is written before the outcome is queued (the write is fenced on the running attempt in any case).
     await progress?.close();
   }
 }

@@ -11,6 +11,8 @@ import { ProgressThrottle, type Schedule } from './progressThrottle.js';
 
 /** At most one progress write per step per this many ms, by default. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 500;
+/** How long the end of a call waits for the last progress write (a database that is away must not hold the outcome). */
+const CLOSE_WAIT_MS = 1_000;
 /** A progress message longer than this is cut (the event must stay far below NOTIFY's 8000 bytes). */
 const MAX_MESSAGE_CHARS = 500;
 
@@ -28,7 +30,11 @@ export interface StepProgressDeps {
 export interface StepProgressSink {
   /** Takes a report (an invalid one is dropped); never throws. */
   report(progress: ToolProgress): void;
-  /** The call returned: writes a report still waiting, then nothing more. */
+  /**
+   * The call returned: writes a report still waiting, then nothing more. Resolves when that
+   * write is done, or after a second at most (the write itself is fenced on the running attempt,
+   * so landing later changes nothing).
+   */
   close(): Promise<void>;
 }
 
@@ -57,7 +63,11 @@ export function stepProgressSink(deps: StepProgressDeps, step: { id: string; wor
       const value = cleanProgress(p);
       if (value) throttle.push(value);
     },
-    close: () => throttle.close(),
+    close: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([throttle.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
+      clearTimeout(timer);
+    },
   };
 }
 
