@@ -5,7 +5,7 @@
  * page's live update), with the approval recorded as the daemon's --user.
  */
 import { describe, expect, it } from 'vitest';
-import { envFor, spawnCli } from '../cli/helpers.js';
+import { envFor, spawnCli, writeJson } from '../cli/helpers.js';
 import { createTestSchema, getSteps, insertWorkflow, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { CHROMIUM, openBrowser } from './browser.js';
 
@@ -51,6 +51,32 @@ describe.skipIf(!CHROMIUM)('dashboard in chromium', () => {
     const wf = await waitForWorkflow(t, id);
     expect(wf.status).toBe('completed');
     expect((await getSteps(t, id)).find((s) => s.name === 'review')?.readied_by).toBe('dana');
+    await daemon.kill('SIGTERM');
+  });
+
+  it('with api.tokens, signs in with the form and approves as the token user', async () => {
+    const t = await createTestSchema();
+    const config = await writeJson({ api: { tokens: { '${OPS_TOKEN}': 'olga' } } }, 'stepd.config.json');
+    const token = 'olga-token-0123456789abcdef';
+    const daemon = spawnCli(['start', '--http', '0', '--config', config], { env: { ...envFor(t), OPS_TOKEN: token } });
+    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
+    const id = await insertWorkflow(t, gated, {}, { name: 'quarterly-report', user: 'olga' });
+    const gate = await waitForStep(t, id, 'review', 'pending');
+
+    const browser = await openBrowser();
+    const page = await browser.newPage();
+    await page.goto(`${base}/workflows/${id}`);
+    await page.waitForURL(/\/sign-in\?next=/);
+    await page.locator('input[name="token"]').fill(token);
+    await page.getByRole('button', { name: 'sign in' }).click();
+    await page.waitForURL(`${base}/workflows/${id}`);
+    expect(await page.locator('header .who').textContent()).toContain('olga');
+
+    await page.locator(`section.gate[data-gate-step-id="${gate.id}"]`).getByRole('button', { name: 'approve' }).click();
+    await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    expect((await getSteps(t, id)).find((s) => s.name === 'review')?.readied_by).toBe('olga');
+    const cookies = await browser.cookies(base);
+    expect(cookies.find((c) => c.name === 'stepd_session')).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     await daemon.kill('SIGTERM');
   });
 

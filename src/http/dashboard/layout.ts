@@ -46,7 +46,9 @@ dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em; 
 /**
  * Live updates: the server sends an event for every transition (Server-Sent Events from the
  * NOTIFY channel); the page then fetches its own live region again and swaps it in, keeping the
- * open <details> open, and waits while the user is typing in one of its forms.
+ * open <details> open, and waits while the user is typing in one of its forms. The server's
+ * `ready` comes once the page is subscribed: one more read then covers what changed between
+ * rendering the page and subscribing (or while the connection was down).
  */
 const SCRIPT = `
 (() => {
@@ -72,7 +74,8 @@ const SCRIPT = `
   const schedule = (ms) => { if (!timer) timer = setTimeout(() => refresh().catch(() => {}), ms); };
   const source = new EventSource(stream);
   source.addEventListener('stepd', () => schedule(150));
-  source.addEventListener('open', () => { document.body.dataset.live = 'on'; });
+  // Subscribed (first time or after a reconnect): read once more what changed since the page was made.
+  source.addEventListener('ready', () => { document.body.dataset.live = 'on'; schedule(0); });
   source.addEventListener('error', () => { document.body.dataset.live = 'off'; });
 })();
 `;
