@@ -1,0 +1,173 @@
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { silentLogger } from '../../src/logger.js';
+import { listSchedules } from '../../src/db/queries/schedules.js';
+import { bossSchemaName, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
+import { addSchedule, removeSchedule, ScheduleError } from '../../src/schedules/scheduleStore.js';
+import { Scheduler } from '../../src/schedules/scheduler.js';
+import { insertWorkflow as insertThroughContract } from '../../src/db/contract.js';
+import { createClientRole, createSecuredSchema, ProbeTools } from '../security/helpers.js';
+import { createTestSchema, getWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+
+const echoFlow = { start: 'say', steps: { say: { tool: 'core.echo', args: { topic: '{{input.topic}}' }, done: true, output: '{{result}}' } } };
+const whoamiFlow = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
+
+async function putFlow(t: TestSchema, name: string, flow: unknown): Promise<void> {
+  await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ($1, $2)`, [name, JSON.stringify(flow)]);
+}
+
+/** A client connection of `pool` for the duration of `fn` (schedules are written on one connection). */
+async function onConnection<T>(pool: pg.Pool, schema: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query(`SET search_path TO ${pg.escapeIdentifier(schema)}`);
+    return await fn(c);
+  } finally {
+    c.release(true);
+  }
+}
+
+function startScheduler(t: TestSchema): Scheduler {
+  const s = new Scheduler({
+    databaseUrl: t.url,
+    schema: t.schema,
+    log: silentLogger(),
+    // The shortest pg-boss allows, so a tick is forwarded within seconds of its minute.
+    cronMonitorIntervalSeconds: 1,
+    cronWorkerIntervalSeconds: 1,
+    pollIntervalSeconds: 0.5,
+  });
+  s.start();
+  onCleanup(() => s.stop());
+  return s;
+}
+
+async function expectRefusal(p: Promise<unknown>, code: string, text: string): Promise<void> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ScheduleError);
+  expect((err as ScheduleError).code).toBe(code);
+  expect((err as Error).message).toContain(text);
+}
+
+describe('schedules', () => {
+  it('refuses an unregistered flow, a cron that does not parse, an unknown time zone and a bad name; nothing is stored', async () => {
+    const t = await createTestSchema();
+    await putFlow(t, 'report', echoFlow);
+    await onConnection(t.db, t.schema, async (c) => {
+      const base = { cron: '0 2 * * *', tz: 'UTC', flow: 'report', input: {}, createdBy: null };
+      await expectRefusal(addSchedule(c, t.schema, { ...base, name: 'a', flow: 'no-such-flow' }), 'unknown_flow', 'flow "no-such-flow" is not registered');
+      await expectRefusal(addSchedule(c, t.schema, { ...base, name: 'b', cron: '61 * * * *' }), 'invalid_schedule', 'cron expression "61 * * * *" cannot be read');
+      await expectRefusal(addSchedule(c, t.schema, { ...base, name: 'c', cron: 'every day' }), 'invalid_schedule', 'use five fields');
+      await expectRefusal(addSchedule(c, t.schema, { ...base, name: 'd', tz: 'Mars/Olympus' }), 'invalid_schedule', 'unknown time zone "Mars/Olympus"');
+      await expectRefusal(addSchedule(c, t.schema, { ...base, name: 'no spaces' }), 'invalid_schedule', 'is not valid');
+    });
+    expect(await listSchedules(withPath(t))).toEqual([]);
+    expect(await t.q(`SELECT * FROM ${bossSchemaName(t.schema)}.schedule`)).toEqual([]);
+    // Plain SQL gets the same refusals from the database.
+    await expect(t.q(`INSERT INTO stepd.schedules (name, cron, flow, tz) VALUES ('x', '* * * * *', 'report', 'Nowhere/Land')`)).rejects.toThrow(/unknown time zone "Nowhere\/Land"/);
+    await expect(t.q(`INSERT INTO stepd.schedules (name, cron, flow) VALUES ('x', '* * * * *', 'ghost')`)).rejects.toThrow(/names flow "ghost", which is not registered/);
+  });
+
+  it('lists, replaces and removes schedules in stepd and pg-boss together, recording the role that wrote each', async () => {
+    const t = await createSecuredSchema();
+    await putFlow(t, 'report', echoFlow);
+    const alice = await createClientRole(t);
+    const row = await onConnection(alice.pool, t.schema, (c) =>
+      addSchedule(c, t.schema, { name: 'nightly', cron: '0 2 * * *', tz: 'Europe/Paris', flow: 'report', input: { topic: 'x' }, createdBy: 'james' }),
+    );
+    expect(row).toMatchObject({ name: 'nightly', cron: '0 2 * * *', tz: 'Europe/Paris', flow: 'report', created_by: 'james', created_role: alice.role, created: true });
+    const replaced = await onConnection(t.db, t.schema, (c) =>
+      addSchedule(c, t.schema, { name: 'nightly', cron: '30 3 * * *', tz: 'UTC', flow: 'report', input: {}, createdBy: 'james' }),
+    );
+    expect(replaced).toMatchObject({ cron: '30 3 * * *', created: false, created_role: 'postgres' });
+    const boss = await t.q(`SELECT name, key, cron, timezone, data FROM ${bossSchemaName(t.schema)}.schedule`);
+    expect(boss).toEqual([{ name: SCHEDULE_QUEUE, key: 'nightly', cron: '30 3 * * *', timezone: 'UTC', data: { schedule: 'nightly' } }]);
+
+    await onConnection(alice.pool, t.schema, (c) => removeSchedule(c, t.schema, 'nightly'));
+    expect(await t.q(`SELECT name FROM stepd.schedules`)).toEqual([]);
+    expect(await t.q(`SELECT key FROM ${bossSchemaName(t.schema)}.schedule`)).toEqual([]);
+    await onConnection(alice.pool, t.schema, (c) => expectRefusal(removeSchedule(c, t.schema, 'nightly'), 'not_found', 'no schedule named "nightly"'));
+  });
+
+  it("a tick runs as the schedule's user only when the role that wrote the schedule may act as that user", async () => {
+    const t = await createSecuredSchema();
+    await putFlow(t, 'who', whoamiFlow);
+    const alice = await createClientRole(t);
+    const probe = new ProbeTools();
+    await startExecutor(t, { tools: [probe], clients: { [alice.role]: { actAs: ['bot-*'] } } });
+    // Written by alice: one as a user she may act as, one as a user she may not.
+    await onConnection(alice.pool, t.schema, async (c) => {
+      await addSchedule(c, t.schema, { name: 'as-bot', cron: '* * * * *', tz: 'UTC', flow: 'who', input: {}, createdBy: 'bot-7' });
+      await addSchedule(c, t.schema, { name: 'as-james', cron: '* * * * *', tz: 'UTC', flow: 'who', input: {}, createdBy: 'james' });
+    });
+    startScheduler(t);
+    const tickOf = async (name: string) =>
+      waitFor(async () => (await t.q(`SELECT id FROM stepd.workflows WHERE key LIKE $1`, [`schedule:${name}:%`]))[0]?.id as string | undefined, `a tick of ${name}`, 90_000);
+
+    const asBot = await waitForWorkflow(t, await tickOf('as-bot'), undefined, 30_000);
+    expect(asBot.status).toBe('completed');
+    expect(asBot.created_by).toBe('bot-7');
+    expect(asBot.created_role).toBe(alice.role);
+    expect(asBot.output).toEqual({ user: 'bot-7' });
+
+    const asJames = await waitForWorkflow(t, await tickOf('as-james'), undefined, 30_000);
+    expect(asJames.status).toBe('failed');
+    expect(asJames.error).toMatchObject({ code: 'permission_denied', details: { role: alice.role, user: 'james' } });
+    expect(probe.calls.filter((c) => c.user === 'james')).toEqual([]);
+  });
+
+  it('a workflow with a start_at is admitted only once that time has come, woken by its alarm rather than the poll', async () => {
+    const t = await createTestSchema();
+    // A minute-long poll: only the start_at alarm can admit the delayed workflows in time.
+    await startExecutor(t, { pollIntervalMs: 60_000 });
+    const later = await insertThroughContract(withPath(t), { name: 'later', flow: echoFlow, input: { topic: 'later' }, createdBy: null, key: null, startAt: { inMs: 2_500 } });
+    expect(later?.status).toBe('new');
+    const id = later!.id;
+    // Not admitted before its time (checked well within the 2.5 s).
+    expect((await getWorkflow(t, id)).status).toBe('new');
+    const done = await waitForWorkflow(t, id, undefined, 20_000);
+    expect(done.status).toBe('completed');
+    expect(done.started_at!.getTime()).toBeGreaterThanOrEqual(done.start_at!.getTime());
+
+    // An absolute time works the same way.
+    const at = new Date(Date.now() + 1_500);
+    const absolute = await insertThroughContract(withPath(t), { name: 'at', flow: echoFlow, input: { topic: 'at' }, createdBy: null, key: null, startAt: { at } });
+    const done2 = await waitForWorkflow(t, absolute!.id, undefined, 20_000);
+    expect(done2.status).toBe('completed');
+    expect(done2.started_at!.getTime()).toBeGreaterThanOrEqual(at.getTime());
+  });
+
+  it('a delayed workflow can be cancelled before its start_at and is never admitted', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const wf = await insertThroughContract(withPath(t), { name: 'later', flow: echoFlow, input: { topic: 'cancelled' }, createdBy: null, key: null, startAt: { inMs: 1_500 } });
+    await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [wf!.id]);
+    // One due after the cancelled one's start_at runs; by then the cancelled one would have been admitted.
+    const next = await insertThroughContract(withPath(t), { name: 'after', flow: echoFlow, input: { topic: 'after' }, createdBy: null, key: null, startAt: { inMs: 2_000 } });
+    expect((await waitForWorkflow(t, next!.id)).status).toBe('completed');
+    const cancelled = await getWorkflow(t, wf!.id);
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled.started_at).toBeNull();
+    expect(await t.q(`SELECT id FROM stepd.workflow_steps WHERE workflow_id = $1`, [wf!.id])).toEqual([]);
+  });
+});
+
+/** A Queryable on the test pool with the schema on its search_path (as the CLI's pool has). */
+function withPath(t: TestSchema) {
+  return {
+    query: async <R = any>(config: { text: string; values?: unknown[] }) => {
+      const c = await t.db.connect();
+      try {
+        await c.query(`SET search_path TO ${pg.escapeIdentifier(t.schema)}`);
+        const r = await c.query(config.text, config.values);
+        return { rows: r.rows as R[], rowCount: r.rowCount };
+      } finally {
+        await c.query('RESET search_path').catch(() => {});
+        c.release();
+      }
+    },
+  };
+}
