@@ -108,6 +108,11 @@ export function invalidFlowMessage(what: string, issues: readonly FlowIssue[]): 
   return `${what} is not a valid flow (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
 }
 
+/** The input does not match the inputSchema of the flow `what` names. */
+export function inputMismatchMessage(what: string, issues: readonly FlowIssue[]): string {
+  return `the input does not match the inputSchema of ${what} (${issues.length} issue(s)); nothing was started:\n${issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
+}
+
 export function keyTakenMessage(key: string): string {
   return `could not start the workflow: key ${JSON.stringify(key)} is taken but its workflow was not found`;
 }

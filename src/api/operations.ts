@@ -19,13 +19,16 @@ import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, l
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
+import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
+import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
 import type { FlowIssue } from '../flow/spec.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
 import {
   OperationError,
   cannotRedriveMessage,
+  inputMismatchMessage,
   invalidFlowMessage,
   keyTakenMessage,
   parseIdOrFail,
@@ -132,7 +135,7 @@ export class Operations {
       throw new OperationError('invalid_input', `version must be a whole number from 1 (got ${JSON.stringify(args.version)})`);
     }
     const flow = inline ? parseFlowArg(args.flow) : null;
-    if (inline) this.#checkFlow(user, 'the flow', flow);
+    if (inline) this.#checkFlow(user, 'the flow', flow, input);
 
     return this.#db(async () => {
       // A registered flow is checked as it will run: the version checked is the version pinned.
@@ -140,7 +143,7 @@ export class Operations {
       if (!inline) {
         const row = await loadFlowVersion(this.#deps.pool, name, args.version ?? null);
         if (!row) throw new OperationError('not_found', `${await missingFlowMessage(this.#deps.pool, name, args.version ?? null)}; nothing was started`);
-        this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow);
+        this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow, input);
         flowVersion = row.version;
       }
       const key = args.key === undefined || args.key === '' ? null : args.key;
@@ -279,10 +282,12 @@ export class Operations {
     return this.#deps.caps ? { caps: this.#deps.caps } : {};
   }
 
-  /** A flow that is valid under the caps and calls only tools `user` may call; `what` names it in errors. */
-  #checkFlow(user: string, what: string, flow: unknown): void {
+  /** A flow that is valid under the caps, takes this input and calls only tools `user` may call; `what` names it in errors. */
+  #checkFlow(user: string, what: string, flow: unknown, input: unknown): void {
     const compiled = compileFlow(flow, this.#caps());
     if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage(what, compiled.issues), { details: { issues: compiled.issues } });
+    const problem = inputSchemaProblem(compiled.flow.inputSchema, input);
+    if (problem) throw new OperationError('invalid_input', inputMismatchMessage(what, problem.issues), { details: { issues: problem.issues } });
     this.#checkTools(user, toolsCalledBy(compiled.flow));
   }
 
@@ -308,6 +313,15 @@ export class Operations {
           'permission_denied',
           `user "${user}" may not ${verb === 'approved' ? 'approve' : 'reject'} step ${id} (${step.name}, workflow ${step.workflow_id}): its approvers are ${gate.approvers!.join(', ') || 'nobody'}`,
           { details: { user, approvers: gate.approvers } },
+        );
+      }
+      // The gate's approval.schema: refused here with paths, as the executor would refuse it.
+      const issues = approvalDataIssuesInFlow(wf?.flow, step.name, result);
+      if (issues.length > 0) {
+        throw new OperationError(
+          'invalid_input',
+          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}`,
+          { details: { issues } },
         );
       }
       const readied = await readyPendingStep(this.#deps.pool, { id, readiedBy: user, ...(result !== undefined ? { result } : {}) });

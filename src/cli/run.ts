@@ -9,10 +9,10 @@ import type { Command } from 'commander';
 import { insertWorkflow } from '../db/contract.js';
 import { loadFlowVersion } from '../db/queries/flows.js';
 import { getWorkflowByKey } from '../db/reads.js';
-import type { FlowIssue } from '../flow/spec.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { callerUser } from '../api/callerUser.js';
+import { inputMismatchMessage, invalidFlowMessage, keyTakenMessage } from '../api/errors.js';
 import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { missingFlowMessage, parseFlowRef } from './flow.js';
 import { Follower } from './follow.js';
@@ -90,7 +90,7 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
           const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null, ...(startAt ? { startAt } : {}) });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
-          if (!id) throw new CliError(`could not start the workflow: key ${JSON.stringify(flags.key)} is taken but its workflow was not found`);
+          if (!id) throw new CliError(keyTakenMessage(flags.key!));
           // With --follow too: the id comes first, then one event per line, the end event (with status, output, error) last.
           if (flags.json) {
             outJson({ id, name: created?.name ?? existing!.name, status: created?.status ?? existing!.status, created: created !== undefined, ...(created?.start_at ? { startAt: created.start_at } : {}) });
@@ -122,10 +122,9 @@ function looksLikePath(arg: string): boolean {
 /** Refuses an invalid flow, or an input its inputSchema refuses, listing every issue with its path. */
 function refuseInvalid(what: string, flow: unknown, input: Record<string, unknown>): void {
   const compiled = compileFlow(flow);
-  const list = (issues: FlowIssue[]) => issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n');
-  if (!compiled.ok) throw new CliError(`${what} is not a valid flow (${compiled.issues.length} issue(s)); nothing was started:\n${list(compiled.issues)}`);
+  if (!compiled.ok) throw new CliError(invalidFlowMessage(what, compiled.issues));
   const problem = inputSchemaProblem(compiled.flow.inputSchema, input);
-  if (problem) throw new CliError(`the input does not match the inputSchema of ${what} (${problem.issues.length} issue(s)); nothing was started:\n${list(problem.issues)}`);
+  if (problem) throw new CliError(inputMismatchMessage(what, problem.issues));
 }
 
 /** The registered flow (the version asked for, else the latest) exists, is valid and takes this input. */

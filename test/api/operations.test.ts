@@ -160,6 +160,16 @@ describe('workflow operations as a user', () => {
     expect(ops.validateFlow('a', { flow: gated() })).toEqual({ valid: true, steps: 2, issues: [] });
   });
 
+  it('refuses an input its flow\'s inputSchema refuses, listing the issues with their paths', async () => {
+    const t = await createTestSchema();
+    const ops = operations(t);
+    const flow = { ...gated(), inputSchema: { type: 'object', required: ['version'], properties: { version: { type: 'string' } } } };
+    const err = await refusal(ops.startWorkflow('alice', { name: 'typed', flow, input: { version: 3 } }));
+    expect(err.code).toBe('invalid_input');
+    expect(err.message).toMatch(/^the input does not match the inputSchema of the flow \(1 issue\(s\)\); nothing was started:\n {2}input\.version: /);
+    expect((await ops.startWorkflow('alice', { name: 'typed', flow, input: { version: '3' } })).created).toBe(true);
+  });
+
   it('refuses an input over the operator\'s caps before storing anything', async () => {
     const t = await createTestSchema();
     const pool = createPool({ url: t.url, schema: t.schema, role: 'client', max: 1 });
