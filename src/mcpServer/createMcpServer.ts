@@ -53,12 +53,16 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
 
   /** Runs an operation and shapes its answer (or its refusal) as a tool result. */
   const run = async <T extends object>(tool: (typeof TOOL_NAMES)[number], fn: () => Promise<T> | T): Promise<CallToolResult> => {
+    const started = Date.now();
     try {
       const result = await fn();
+      log?.debug({ tool, user, ms: Date.now() - started }, 'mcp tool call');
       return { content: [{ type: 'text', text: render(tool, result) }], structuredContent: result as Record<string, unknown> };
     } catch (err) {
       const error = toOperationError(err);
+      // Refusals are answers, not failures of stepd: only what an operator must look at is a warning.
       if (error.code === 'internal' || error.code === 'unavailable') log?.warn({ err, tool, user }, 'mcp tool call failed');
+      else log?.debug({ tool, user, code: error.code, ms: Date.now() - started }, 'mcp tool call refused');
       const body = { code: error.code, message: error.message, ...(error.details !== undefined ? { details: error.details } : {}) };
       return { isError: true, content: [{ type: 'text', text: error.message }], structuredContent: { error: body } };
     }
