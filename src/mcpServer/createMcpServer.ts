@@ -51,7 +51,11 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
   );
   const log = options.log;
 
-  /** Runs an operation and shapes its answer (or its refusal) as a tool result. */
+  /**
+   * Runs an operation and shapes its answer (or its refusal) as a tool result. The tools declare
+   * no outputSchema on purpose: the SDK's Client checks even an error's structuredContent against
+   * it, and a refusal's `{error: {code, message}}` is worth more to an agent than the declaration.
+   */
   const run = async <T extends object>(tool: (typeof TOOL_NAMES)[number], fn: () => Promise<T> | T): Promise<CallToolResult> => {
     const started = Date.now();
     try {
