@@ -4,7 +4,7 @@ import { createHttpApp } from '../../src/http/app.js';
 import { Sessions } from '../../src/http/sessions.js';
 import { createTokenLookup } from '../../src/api/tokens.js';
 import { silentLogger } from '../../src/logger.js';
-import { createTestSchema, insertWorkflow, onCleanup, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { buildTestApp, formPost, gatedFlow } from './helpers.js';
 
 const html = { accept: 'text/html' };
@@ -104,6 +104,47 @@ describe('dashboard pages', () => {
     expect((await request(path, formPost({ csrf, data: '{"approved": true, "budget": 500}' }))).status).toBe(303);
     const review = await waitForStep(t, id, 'review', 'done');
     expect(review).toMatchObject({ readied_by: 'carol', result: { approved: true, budget: 500 } });
+  });
+
+  it("shows a gate's rendered approval.message and the refusal of an approval that did not count", async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const flow = {
+      start: 'ask',
+      steps: {
+        ask: { approval: { message: 'Spend {{input.amount}} EUR on <b>{{input.what}}</b>?', approvers: ['boss'] }, next: 'buy' },
+        buy: { tool: 'core.echo', args: {} },
+      },
+    };
+    const id = await insertWorkflow(t, flow, { amount: 120, what: 'GPUs' });
+    const step = await waitForStep(t, id, 'ask', 'pending');
+    // Another service readies it as someone who is not an approver: the executor refuses it.
+    await t.q(`UPDATE stepd.workflow_steps SET status = 'ready', readied_by = 'mallory' WHERE id = $1`, [step.id]);
+    await waitFor(async () => (await getSteps(t, id)).find((s) => s.name === 'ask' && s.status === 'pending' && s.error), 'the refusal');
+    const { request } = buildTestApp(t, { localUser: 'carol' });
+    const body = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(body).toContain('<div class="message">Spend 120 EUR on &lt;b&gt;GPUs&lt;/b&gt;?</div>');
+    expect(body).toContain('approvers: boss (not carol)');
+    expect(body).toMatch(/data-gate-refusal>\[approval_refused\] approval refused: [^<]*mallory/);
+  });
+
+  it('retries a failed workflow with the button, and refuses one that did not fail', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { code: 'boom' } } } }, {}, { name: 'flaky' });
+    expect((await waitForWorkflow(t, id)).status).toBe('failed');
+    const { request, sessions } = buildTestApp(t, { localUser: 'carol' });
+    const page = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(page).toContain(`action="/workflows/${id}/retry"`);
+    const csrf = sessions.csrfToken('carol');
+    expect((await request(`/workflows/${id}/retry`, formPost({ csrf }))).status).toBe(303);
+    await waitFor(async () => (await getSteps(t, id)).filter((s) => s.name === 'a').length === 2, 'a second attempt of the failed step');
+
+    const done = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } }, {}, { name: 'fine' });
+    await waitForWorkflow(t, done);
+    const refused = await request(`/workflows/${done}/retry`, formPost({ csrf }));
+    expect(refused.status).toBe(409);
+    expect(await refused.text()).toContain(`workflow ${done} (fine) is completed; only a failed workflow can be redriven`);
   });
 
   it('nests fan-out rows under their fork by item', async () => {

@@ -5,6 +5,7 @@
  */
 import { mayApprove } from '../../api/flowAccess.js';
 import type { WaitingGate, WorkflowDetails } from '../../api/operations.js';
+import type { StepView } from '../../cli/statusView.js';
 import { formatDuration, formatError } from '../../cli/format.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
@@ -46,17 +47,21 @@ ${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
   ${active ? actionForm(ctx, `/workflows/${wf.id}/cancel`, 'cancel workflow', 'cancel', `Cancel workflow ${wf.id}? Its running steps are aborted.`) : ''}
   ${wf.status === 'failed' ? actionForm(ctx, `/workflows/${wf.id}/retry`, 'retry workflow', 'retry') : ''}
 </div>
-${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, now))}` : ''}
+${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, details.steps.find((s) => s.id === g.stepId), now))}` : ''}
 <h3>Steps</h3>
 ${renderStepTree(details.steps, now)}`;
 }
 
-function gate(ctx: PageContext, workflowId: string, g: WaitingGate, now: Date): Html {
+function gate(ctx: PageContext, workflowId: string, g: WaitingGate, row: StepView | undefined, now: Date): Html {
   const since = formatDuration(Math.max(0, now.getTime() - Date.parse(g.since)));
   const mayAct = mayApprove(g, ctx.user);
+  // The executor stores the message rendered (templates resolved) in the gate row's args.
+  const rendered = (row?.args as { message?: unknown } | null | undefined)?.message;
+  const message = typeof rendered === 'string' ? rendered : g.message;
   return html`<section class="gate" data-gate-step-id="${g.stepId}">
   <div><strong>${g.name}</strong> <span class="muted">step #${g.stepId}, waiting ${since}${g.expiresAt ? html`, expires <time datetime="${g.expiresAt}">${utc(g.expiresAt)}</time> UTC` : ''}</span></div>
-  ${g.message ? html`<div class="message">${g.message}</div>` : ''}
+  ${message ? html`<div class="message">${message}</div>` : ''}
+  ${row?.error ? html`<div class="error" data-gate-refusal>${formatError(row.error)}</div>` : ''}
   ${g.approvers ? html`<div class="muted">approvers: ${g.approvers.join(', ')}${mayAct ? '' : ` (not ${ctx.user})`}</div>` : ''}
   <div class="actions">
     ${actionForm(ctx, `/workflows/${workflowId}/steps/${g.stepId}/approve`, 'approve', 'approve')}
