@@ -22,6 +22,7 @@ import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
+import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
 import type { FlowIssue } from '../flow/spec.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
@@ -313,6 +314,15 @@ export class Operations {
           'permission_denied',
           `user "${user}" may not ${verb === 'approved' ? 'approve' : 'reject'} step ${id} (${step.name}, workflow ${step.workflow_id}): its approvers are ${gate.approvers!.join(', ') || 'nobody'}`,
           { details: { user, approvers: gate.approvers } },
+        );
+      }
+      // The gate's approval.schema: refused here with paths, as the executor would refuse it.
+      const issues = approvalDataIssuesInFlow(wf?.flow, step.name, result);
+      if (issues.length > 0) {
+        throw new OperationError(
+          'invalid_input',
+          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}`,
+          { details: { issues } },
         );
       }
       // The gate's approval.schema: refused here with paths, as the executor would refuse it.

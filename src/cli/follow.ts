@@ -215,7 +215,8 @@ export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
   const attempt = e.attempt !== undefined && e.attempt > 1 ? ` (attempt ${e.attempt})` : '';
   switch (e.type) {
     case 'workflow.started':
-      return `workflow ${e.workflowId} started`;
+      // A redrive announces itself as a start carrying its number (docs/redrive.md).
+      return typeof e.redrive === 'number' ? `workflow ${e.workflowId} redriven (redrive ${e.redrive})` : `workflow ${e.workflowId} started`;
     case 'workflow.completed':
     case 'workflow.failed':
     case 'workflow.cancelled': {
@@ -232,10 +233,14 @@ export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
       return `${step} failed${took}${attempt}: ${formatError(e.error)}`;
     case 'step.retrying':
       return `${e.step ?? '?'}${e.itemIndex !== undefined ? `[${e.itemIndex}]` : ''} will retry: attempt ${e.attempt ?? '?'}${e.retryInMs !== undefined ? ` in ${formatDuration(e.retryInMs)}` : ''}`;
-    case 'step.waiting':
+    case 'step.waiting': {
+      // A refused readying (approval.schema / approvers) comes back as step.waiting with its error.
+      const refused = e.error ? `${step} ${formatError(e.error)}\n` : '';
+      const message = typeof e.message === 'string' ? `: ${e.message}` : '';
       return e.stepId
-        ? `${step} waiting for approval → stepd approve ${e.stepId}   (reject: stepd approve ${e.stepId} --reject)`
-        : `${step} waiting for approval (see: stepd status ${e.workflowId})`;
+        ? `${refused}${step} waiting for approval${message} → stepd approve ${e.stepId}   (reject: stepd approve ${e.stepId} --reject)`
+        : `${refused}${step} waiting for approval${message} (see: stepd status ${e.workflowId})`;
+    }
     case 'step.progress':
       return `${step} progress ${formatProgress(e.progress)}${attempt}`;
   }

@@ -39,6 +39,10 @@ export interface StepView {
   progress: StepRow['progress'];
   /** For a waiting gate: the command that approves it. */
   approve?: string;
+  /** A sub-workflow step: the child workflow this attempt started (null otherwise). */
+  childId: string | null;
+  /** That child's own view, when it was loaded (src/cli/subWorkflowTree.ts). */
+  child?: StatusView;
 }
 
 export interface WorkflowView {
@@ -62,7 +66,22 @@ export interface StatusView {
   workflow: WorkflowView;
   steps: StepView[];
   /** Gates waiting for someone to approve or reject them. */
-  waiting: { stepId: string; name: string; since: string; expiresAt: string | null; approve: string; reject: string }[];
+  waiting: {
+    stepId: string;
+    name: string;
+    /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
+    workflowId?: string;
+    since: string;
+    expiresAt: string | null;
+    approve: string;
+    reject: string;
+    /** The gate's approval.message as rendered when it started waiting (its row's args). */
+    message?: string;
+    /** Who may approve it (approval.approvers). */
+    approvers?: string[];
+    /** The last readying the executor refused (approval.schema / approvers): it waits again. */
+    refused?: unknown;
+  }[];
 }
 
 const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
@@ -98,8 +117,10 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       readiedBy: r.readied_by,
       readiedAt: iso(r.readied_at),
       progress: r.progress ?? null,
+      childId: r.child_id ?? null,
     };
-    if (r.status === 'pending') view.approve = `stepd approve ${r.id}`;
+    // A step waiting for its sub-workflow is no gate: only the child's own gates are approved.
+    if (r.status === 'pending' && !r.child_id) view.approve = `stepd approve ${r.id}`;
     return view;
   });
   return {
@@ -121,7 +142,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
     },
     steps,
     waiting: steps
-      .filter((s) => s.status === 'pending')
+      .filter((s) => s.status === 'pending' && s.childId === null)
       .map((s) => ({
         stepId: s.id,
         name: s.name,
@@ -129,7 +150,18 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
         expiresAt: s.expiresAt,
         approve: `stepd approve ${s.id}`,
         reject: `stepd approve ${s.id} --reject --reason "…"`,
+        ...gateArgsView(s.args),
+        ...(s.error ? { refused: s.error } : {}),
       })),
+  };
+}
+
+/** message and approvers from a waiting gate's args (src/flow/gateArgs.ts). */
+function gateArgsView(args: unknown): { message?: string; approvers?: string[] } {
+  const a = (typeof args === 'object' && args !== null ? args : {}) as { message?: unknown; approvers?: unknown };
+  return {
+    ...(typeof a.message === 'string' ? { message: a.message } : {}),
+    ...(Array.isArray(a.approvers) ? { approvers: a.approvers.filter((x): x is string => typeof x === 'string') } : {}),
   };
 }
 
@@ -185,6 +217,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
     case 'cancelled':
       return `cancelled${attempts}`;
     case 'pending': {
+      if (s.childId !== null) return `waiting for sub-workflow ${s.childId}${s.child ? ` (${s.child.workflow.status})` : ''}`;
       const since = formatDuration(between(s.createdAt, now) ?? 0);
       const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
       return `waiting for approval (${since}${expires}) → ${s.approve}`;
@@ -229,6 +262,12 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
       lines.push(`${prefix}${last ? '└─ ' : '├─ '}${label(n.step)}  ${describeStep(n.step, now)}`);
       const inner = `${prefix}${last ? '   ' : '│  '}`;
       if (n.step.error && n.step.status === 'failed') lines.push(`${inner}error: ${formatError(n.step.error)}`);
+      const child = n.step.child;
+      if (child) {
+        // The sub-workflow's own steps, nested under the step that waits (or waited) for it.
+        lines.push(`${inner}↳ workflow ${child.workflow.id} "${child.workflow.name}": ${child.workflow.status}`);
+        walk(buildTree(child.steps), `${inner}  `);
+      }
       n.branches.forEach((b, bi) => {
         const lastBranch = bi === n.branches.length - 1;
         const tag = b.index === null ? 'branch' : n.step.kind === 'fork' && Array.isArray((n.step.result as { branches?: unknown } | null)?.branches)
@@ -243,7 +282,15 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
   walk(buildTree(view.steps), '');
   if (wf.status === 'completed' && wf.output !== undefined) lines.push(`output: ${compactJson(wf.output, 500)}`);
   for (const w of view.waiting) {
-    lines.push(`waiting: step ${w.stepId} (${w.name}) — approve: ${w.approve}   reject: ${w.reject}`);
+    const where = w.workflowId !== undefined ? ` in sub-workflow ${w.workflowId}` : '';
+    lines.push(`waiting: step ${w.stepId} (${w.name})${where} — approve: ${w.approve}   reject: ${w.reject}`);
+    if (w.message !== undefined) lines.push(`  message: ${w.message}`);
+    if (w.approvers !== undefined) lines.push(`  approvers: ${w.approvers.join(', ')}`);
+    if (w.refused) {
+      lines.push(`  refused: ${formatError(w.refused)}`);
+      const issues = (w.refused as { issues?: unknown }).issues;
+      if (Array.isArray(issues)) for (const i of issues as { path?: string; message?: string }[]) lines.push(`    ${i.path}: ${i.message}`);
+    }
   }
   return lines;
 }

@@ -10,6 +10,7 @@ import type { ErrorData } from '../errors.js';
 import { decideActingUser, matchesUserPattern } from '../security/actAs.js';
 import type { CompiledStep } from './compiled.js';
 import type { FlowIssue } from './spec.js';
+import { compileFlow } from './validate.js';
 
 export interface Readying {
   /** What the readier wrote into `result` (null: none, the gate reads `{"approved": true}`). */
@@ -77,4 +78,15 @@ export function refuseReadying(step: CompiledStep, r: Readying, clients: Clients
     };
   }
   return undefined;
+}
+
+/**
+ * The issues of an approver's data against the `approval.schema` of gate `stepName` in a stored
+ * flow, for tools that ready gates (stepd approve, the MCP tools, the dashboard) to refuse up
+ * front what the executor would refuse. Empty when the flow or step cannot be read or has no schema.
+ */
+export function approvalDataIssuesInFlow(flowJson: unknown, stepName: string, result: unknown): FlowIssue[] {
+  const compiled = compileFlow(flowJson);
+  const step = compiled.ok ? compiled.flow.steps.get(stepName) : undefined;
+  return step?.kind === 'gate' ? approvalDataIssues(step, result) : [];
 }
