@@ -50,6 +50,7 @@ describe('stepd retry', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`redriving workflow ${id} (nightly)`);
+    expect(r.stdout).toContain(`workflow ${id} redriven (redrive 1)`);
     expect(r.stdout).toMatch(/fetch #\d+ done in \S+ \(attempt 2\)/);
     expect(r.stdout).toMatch(new RegExp(`workflow ${id} completed`));
     expect(await getWorkflow(t, id)).toMatchObject({ status: 'completed', redrives: 1 });
