@@ -16,6 +16,15 @@ export function toolsCalledBy(flow: CompiledFlow): string[] {
   return [...tools].sort();
 }
 
+/** The registered flows a compiled flow's sub-workflow steps start (version null: the latest). */
+export function subWorkflowsOf(flow: CompiledFlow): { name: string; version: number | null }[] {
+  const refs = new Map<string, { name: string; version: number | null }>();
+  for (const step of flow.steps.values()) {
+    if (step.workflow) refs.set(`${step.workflow.name}@${step.workflow.version ?? ''}`, { name: step.workflow.name, version: step.workflow.version });
+  }
+  return [...refs.values()];
+}
+
 export interface GateInfo {
   /** Who may approve or reject it (patterns, `*` any characters); undefined: anyone. */
   approvers?: string[];

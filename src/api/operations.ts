@@ -22,7 +22,6 @@ import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
-import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
 import type { FlowIssue } from '../flow/spec.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
@@ -39,7 +38,7 @@ import {
   workflowNotFailedMessage,
   workflowNotFoundMessage,
 } from './errors.js';
-import { gateInfo, mayApprove, toolsCalledBy } from './flowAccess.js';
+import { gateInfo, mayApprove, subWorkflowsOf, toolsCalledBy } from './flowAccess.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 
 export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
@@ -136,15 +135,15 @@ export class Operations {
       throw new OperationError('invalid_input', `version must be a whole number from 1 (got ${JSON.stringify(args.version)})`);
     }
     const flow = inline ? parseFlowArg(args.flow) : null;
-    if (inline) this.#checkFlow(user, 'the flow', flow, input);
 
     return this.#db(async () => {
+      if (inline) await this.#checkFlow(user, 'the flow', flow, input);
       // A registered flow is checked as it will run: the version checked is the version pinned.
       let flowVersion: number | null = null;
       if (!inline) {
         const row = await loadFlowVersion(this.#deps.pool, name, args.version ?? null);
         if (!row) throw new OperationError('not_found', `${await missingFlowMessage(this.#deps.pool, name, args.version ?? null)}; nothing was started`);
-        this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow, input);
+        await this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow, input);
         flowVersion = row.version;
       }
       const key = args.key === undefined || args.key === '' ? null : args.key;
@@ -283,24 +282,54 @@ export class Operations {
     return this.#deps.caps ? { caps: this.#deps.caps } : {};
   }
 
-  /** A flow that is valid under the caps, takes this input and calls only tools `user` may call; `what` names it in errors. */
-  #checkFlow(user: string, what: string, flow: unknown, input: unknown): void {
+  /**
+   * A flow that is valid under the caps, takes this input and calls only tools `user` may call,
+   * itself or through the registered flows its sub-workflow steps start; `what` names it in errors.
+   */
+  async #checkFlow(user: string, what: string, flow: unknown, input: unknown): Promise<void> {
     const compiled = compileFlow(flow, this.#caps());
     if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage(what, compiled.issues), { details: { issues: compiled.issues } });
     const problem = inputSchemaProblem(compiled.flow.inputSchema, input);
     if (problem) throw new OperationError('invalid_input', inputMismatchMessage(what, problem.issues), { details: { issues: problem.issues } });
+    const policy = this.#deps.permissions;
+    if (!policy || policy.allowsEverything) return;
     this.#checkTools(user, toolsCalledBy(compiled.flow));
+    await this.#checkSubWorkflowTools(user, subWorkflowsOf(compiled.flow));
   }
 
-  #checkTools(user: string, tools: string[]): void {
+  /**
+   * The tools of the registered flows a flow starts as sub-workflows, breadth first, each
+   * version once, as deep as caps.subWorkflowDepth. A child flow that is missing or invalid is
+   * not refused here: the executor fails that step when it cannot start the child.
+   */
+  async #checkSubWorkflowTools(user: string, refs: { name: string; version: number | null }[]): Promise<void> {
+    const seen = new Set<string>();
+    let level = refs;
+    for (let depth = 0; level.length > 0 && depth < (this.#deps.caps ?? DEFAULT_CAPS).subWorkflowDepth; depth++) {
+      const next: { name: string; version: number | null }[] = [];
+      for (const ref of level) {
+        const row = await loadFlowVersion(this.#deps.pool, ref.name, ref.version);
+        if (!row || seen.has(`${row.name}@${row.version}`)) continue;
+        seen.add(`${row.name}@${row.version}`);
+        const child = compileFlow(row.flow, this.#caps());
+        if (!child.ok) continue;
+        this.#checkTools(user, toolsCalledBy(child.flow), `flow ${row.name}@${row.version}`);
+        next.push(...subWorkflowsOf(child.flow));
+      }
+      level = next;
+    }
+  }
+
+  /** `via` names the sub-workflow's flow when the tools are called through one. */
+  #checkTools(user: string, tools: string[], via?: string): void {
     const policy = this.#deps.permissions;
     if (!policy || policy.allowsEverything) return;
     const denied = tools.filter((t) => !policy.allows(user, t));
     if (denied.length === 0) return;
     throw new OperationError(
       'permission_denied',
-      `user "${user}" may not call tool${denied.length > 1 ? 's' : ''} ${denied.map((t) => `"${t}"`).join(', ')}; nothing was started`,
-      { details: { user, tools: denied } },
+      `user "${user}" may not call tool${denied.length > 1 ? 's' : ''} ${denied.map((t) => `"${t}"`).join(', ')}${via ? ` (called by the sub-workflow ${via})` : ''}; nothing was started`,
+      { details: { user, tools: denied, ...(via ? { via } : {}) } },
     );
   }
 
@@ -314,15 +343,6 @@ export class Operations {
           'permission_denied',
           `user "${user}" may not ${verb === 'approved' ? 'approve' : 'reject'} step ${id} (${step.name}, workflow ${step.workflow_id}): its approvers are ${gate.approvers!.join(', ') || 'nobody'}`,
           { details: { user, approvers: gate.approvers } },
-        );
-      }
-      // The gate's approval.schema: refused here with paths, as the executor would refuse it.
-      const issues = approvalDataIssuesInFlow(wf?.flow, step.name, result);
-      if (issues.length > 0) {
-        throw new OperationError(
-          'invalid_input',
-          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}`,
-          { details: { issues } },
         );
       }
       // The gate's approval.schema: refused here with paths, as the executor would refuse it.

@@ -138,6 +138,18 @@ describe('workflow operations as a user', () => {
     expect((await refusal(ops.startWorkflow('alice', { name: 'release', version: 2 }))).message).toMatch(/^flow "release" has no version 2 \(its latest version is 1/);
   });
 
+  it('refuses a flow whose sub-workflow calls a tool the user may not call', async () => {
+    const t = await createTestSchema();
+    const ops = operations(t, { default: ['core.*'], users: { alice: ['http.*'] } });
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('fetcher', $1)`, [JSON.stringify({ start: 'get', steps: { get: { tool: 'http.request', args: { url: 'https://example.com' } } } })]);
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('outer', $1)`, [JSON.stringify({ start: 'sub', steps: { sub: { workflow: { name: 'fetcher' }, done: true } } })]);
+    const parent = { start: 'sub', steps: { sub: { workflow: { name: 'outer' }, done: true } } };
+    const err = await refusal(ops.startWorkflow('bob', { name: 'nested', flow: parent }));
+    expect(err).toMatchObject({ code: 'permission_denied', message: 'user "bob" may not call tool "http.request" (called by the sub-workflow flow fetcher@1); nothing was started' });
+    expect(await t.q('SELECT id FROM stepd.workflows')).toEqual([]);
+    expect((await ops.startWorkflow('alice', { name: 'nested', flow: parent })).created).toBe(true);
+  });
+
   it('uses the idempotency key: a second start returns the first workflow', async () => {
     const t = await createTestSchema();
     const ops = operations(t);
