@@ -23,6 +23,8 @@ export class ScheduleError extends Error {
   }
 }
 
+const CRON_HINT = 'use five fields, minute hour day-of-month month day-of-week, e.g. "*/15 * * * *" (every 15 minutes) or "0 9 * * 1-5" (09:00 on weekdays)';
+
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 
 /** A pg-boss that is never started: only its validation and its statements on `client`. */
@@ -46,6 +48,12 @@ export function checkTimeZone(tz: string): void {
 
 /** The next `count` occurrences; refuses an expression pg-boss cannot read, saying why. */
 export function nextOccurrences(cron: string, tz: string, count: number, from: Date = new Date()): Date[] {
+  // cron-parser fills in missing fields ("* * *" would run every minute): stepd asks for all five.
+  // Macros (@daily) and RFC 5545 rules (FREQ=…), which pg-boss also reads, are left to it.
+  const fields = cron.trim().split(/\s+/);
+  if (!/^(@|FREQ=|RRULE:|DTSTART)/i.test(cron.trim()) && fields.length !== 5) {
+    throw new ScheduleError('invalid_schedule', `cron expression ${JSON.stringify(cron)} has ${fields.length} field(s)\n  ${CRON_HINT}`);
+  }
   // previewSchedule needs no connection; the throwaway db is never called.
   const boss = new PgBoss({ db: { executeSql: () => Promise.reject(new Error('not connected')) }, schema: 'stepd_preview', migrate: false, schedule: false, supervise: false });
   try {
@@ -53,8 +61,7 @@ export function nextOccurrences(cron: string, tz: string, count: number, from: D
   } catch (err) {
     throw new ScheduleError(
       'invalid_schedule',
-      `cron expression ${JSON.stringify(cron)} cannot be read: ${(err as Error).message}\n` +
-        `  use five fields, minute hour day-of-month month day-of-week, e.g. "*/15 * * * *" (every 15 minutes) or "0 9 * * 1-5" (09:00 on weekdays)`,
+      `cron expression ${JSON.stringify(cron)} cannot be read: ${(err as Error).message}\n  ${CRON_HINT}`,
     );
   }
 }
