@@ -10,6 +10,7 @@
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
 import { findStepsNoLongerRunning, type ClaimedStep } from '../db/queries.js';
+import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { StepError } from '../errors.js';
 import type { CapsConfig, ClientsConfig } from '../configFile.js';
 import { resolveCaps } from '../flow/caps.js';
@@ -30,6 +31,7 @@ import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
 import { handBackRunning, handBackStrays, recoverOrphans } from './recovery.js';
 import { RunningTasks, type RunningTask } from './runningTasks.js';
 import { createClaims, Slots, type CreateClaims } from './slots.js';
+import { StartAtAlarm } from './startAtAlarm.js';
 import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
@@ -71,6 +73,11 @@ export class Executor {
   private reconcilePending = false;
   private readonly slots: Slots;
   private readonly waker: Waker;
+  /** Wakes admission when the earliest delayed start (start_at) comes. */
+  private readonly startAlarm = new StartAtAlarm(() => {
+    this.admitPending = true;
+    this.wake();
+  });
   private readonly fairness = newFairClaimState();
   /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
   private toollessPending = true;
@@ -326,6 +333,11 @@ export class Executor {
     }
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
     if (r.admitted >= limit) this.admitPending = true;
+    // Caught up: if a workflow waits for its start_at, be woken for it (not by a fast poll).
+    else {
+      const ms = await nextStartAtInMs(this.pool);
+      if (ms !== undefined) this.startAlarm.setIn(ms);
+    }
     return r.admitted;
   }
 
@@ -475,6 +487,7 @@ export class Executor {
     this.stopping = true;
     this.moreReady = true;
     this.waker.close();
+    this.startAlarm.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
     await this.watchdogRun;
