@@ -19,7 +19,10 @@ const release = {
     tests: { forEach: { items: '{{input.suites}}', step: 'run_suite', as: 'suite' }, join: 'approve_deploy' },
     run_suite: { tool: 'core.sleep', args: { ms: '{{suite.ms}}' }, next: 'report_suite' },
     report_suite: { tool: 'core.echo', args: { suite: '{{suite.name}}', passed: true } },
-    approve_deploy: { description: 'Deploy the release to production? All test suites passed.', approval: true, next: 'deploy' },
+    approve_deploy: {
+      approval: { message: 'Deploy {{steps.build.result.artifact}} to production? All test suites passed.', approvers: ['alice', 'ops-*'] },
+      next: 'deploy',
+    },
     deploy: { tool: 'core.echo', args: { deployed: '{{steps.build.result.artifact}}' }, done: true },
   },
 };
