@@ -47,6 +47,7 @@ Examples:
               durationMs: durationOf(r) ?? null,
               steps: r.step_count,
               waiting: r.waiting,
+              parentId: r.parent_id === null ? null : String(r.parent_id),
               error: r.error,
             })),
           );
@@ -60,7 +61,8 @@ Examples:
           ['ID', 'STATUS', 'NAME', 'USER', 'CREATED', 'TOOK', 'STEPS', 'NOTE'],
           ...rows.map((r) => {
             const d = durationOf(r);
-            const noteText = r.waiting > 0 ? `${r.waiting} gate(s) waiting (stepd status ${r.id})` : r.status === 'failed' ? formatError(r.error) : '';
+            const note = r.waiting > 0 ? `${r.waiting} gate(s) waiting (stepd status ${r.id})` : r.status === 'failed' ? formatError(r.error) : '';
+            const noteText = r.parent_id === null ? note : `sub-workflow of ${r.parent_id}${note ? `; ${note}` : ''}`;
             return [String(r.id), r.status, r.name, r.created_by ?? '-', formatWhen(r.created_at, now), d === undefined ? '-' : formatDuration(d), String(r.step_count), noteText];
           }),
         ]);

@@ -1,9 +1,10 @@
 /** `stepd status ID`: a workflow and its steps as a tree (or JSON). */
 import type { Command } from 'commander';
 import { workflowNotFoundMessage } from '../api/errors.js';
-import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
+import { getSubWorkflowTree, getWorkflow, getWorkflowSteps } from '../db/reads.js';
 import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
-import { buildStatusView, renderStatus } from './statusView.js';
+import { renderStatus } from './statusView.js';
+import { buildStatusViewWithChildren } from './subWorkflowTree.js';
 
 export function registerStatus(program: Command): void {
   withDatabaseOptions(
@@ -25,7 +26,7 @@ Examples:
       await withDatabase(flags, async (ctx) => {
         const wf = await getWorkflow(ctx.db, id);
         if (!wf) throw new CliError(workflowNotFoundMessage(id, ctx.schema));
-        const view = buildStatusView(wf, await getWorkflowSteps(ctx.db, id));
+        const view = buildStatusViewWithChildren({ workflow: wf, steps: await getWorkflowSteps(ctx.db, id) }, await getSubWorkflowTree(ctx.db, id));
         if (flags.json) outJson(view);
         else for (const line of renderStatus(view)) out(line);
       });

@@ -52,7 +52,7 @@ export async function findPendingStep(db: Kysely<Database>, workflowId: string, 
 
 export type WorkflowSummary = Pick<
   WorkflowRow,
-  'id' | 'name' | 'status' | 'created_by' | 'key' | 'error' | 'created_at' | 'started_at' | 'completed_at' | 'cancelled_at' | 'step_count'
+  'id' | 'name' | 'status' | 'created_by' | 'key' | 'error' | 'created_at' | 'started_at' | 'completed_at' | 'cancelled_at' | 'step_count' | 'parent_id'
 > & { waiting: number };
 
 export interface WorkflowListFilter {
@@ -66,18 +66,17 @@ export interface WorkflowListFilter {
   limit: number;
 }
 
-/** Newest first; `waiting` counts the gates waiting for approval. */
+/** Newest first; `waiting` counts the gates waiting for approval, in the workflow and its sub-workflows. */
 export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilter): Promise<WorkflowSummary[]> {
   let q = db
     .selectFrom('workflows as w')
-    .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count'])
-    .select((eb) =>
-      eb
-        .selectFrom('workflow_steps as s')
-        .select((e) => e.cast<number>(e.fn.countAll(), 'integer').as('n'))
-        .whereRef('s.workflow_id', '=', 'w.id')
-        .where('s.status', '=', 'pending')
-        .as('waiting'),
+    .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count', 'w.parent_id'])
+    // Gates waiting in the workflow or any of its sub-workflows (a step waiting for a child is no gate).
+    .select(
+      sql<number>`(WITH RECURSIVE tree(id) AS (
+                     SELECT w.id UNION ALL SELECT c.id FROM workflows c JOIN tree ON c.parent_id = tree.id)
+                   SELECT count(*)::int FROM workflow_steps s JOIN tree ON s.workflow_id = tree.id
+                    WHERE s.status = 'pending' AND s.child_id IS NULL)`.as('waiting'),
     )
     .orderBy('w.id', 'desc')
     .limit(opts.limit);
@@ -94,4 +93,21 @@ export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilt
 export async function hasStepdTables(db: Kysely<Database>): Promise<boolean> {
   const { rows } = await sql<{ ok: boolean }>`SELECT to_regclass('workflows') IS NOT NULL AND to_regclass('workflow_steps') IS NOT NULL AS ok`.execute(db);
   return rows[0]?.ok === true;
+}
+
+/**
+ * Every sub-workflow below `workflowId` (children, their children, …; at most `limit`) with its
+ * step rows, for the status tree.
+ */
+export async function getSubWorkflowTree(db: Kysely<Database>, workflowId: string, limit = 1000): Promise<{ workflow: WorkflowRow; steps: StepRow[] }[]> {
+  const { rows: workflows } = await sql<WorkflowRow>`
+    WITH RECURSIVE below AS (
+      SELECT w.* FROM workflows w WHERE w.parent_id = ${workflowId}
+      UNION ALL
+      SELECT c.* FROM workflows c JOIN below b ON c.parent_id = b.id)
+    SELECT * FROM below ORDER BY id LIMIT ${limit}`.execute(db);
+  if (workflows.length === 0) return [];
+  const ids = workflows.map((w) => String(w.id));
+  const steps = await db.selectFrom('workflow_steps').selectAll().where('workflow_id', 'in', ids).orderBy('id').execute();
+  return workflows.map((w) => ({ workflow: w, steps: steps.filter((s) => String(s.workflow_id) === String(w.id)) }));
 }
