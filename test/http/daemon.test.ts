@@ -53,6 +53,23 @@ describe('stepd start --http', () => {
     expect(daemon.stderr).toMatch(/no api.tokens configured: the http server answers only loopback clients/);
   });
 
+  it('stops cleanly on SIGTERM while a page holds an event stream open', async () => {
+    const t = await createTestSchema();
+    const daemon = spawnCli(['start', '--http', '0'], { env: envFor(t) });
+    const base = (await daemon.waitFor(READY))[1]!;
+    const res = await fetch(`${base}/events`);
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain('event: ready');
+    const ended = reader.read().then(
+      (r) => r.done,
+      () => true,
+    );
+    const result = await daemon.kill('SIGTERM');
+    expect(result.code).toBe(0);
+    expect(await ended).toBe(true);
+  });
+
   it('refuses a port that is not a number before starting anything', async () => {
     const res = await runCli(['start', '--http', 'eighty'], { env: { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } });
     expect(res.code).toBe(1);
