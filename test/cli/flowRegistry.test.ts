@@ -3,8 +3,9 @@
  * executor in-process.
  */
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getWorkflow, startExecutor, waitForWorkflow } from '../helpers/db.js';
-import { envFor, runCli, writeJson } from './helpers.js';
+import path from 'node:path';
+import { createTestSchema, getWorkflow, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { EXAMPLES, envFor, runCli, writeJson } from './helpers.js';
 
 const greet = (tag: string) => ({ start: 'say', steps: { say: { tool: 'core.echo', args: { tag, topic: '{{input.topic}}' }, done: true, output: '{{result}}' } } });
 
@@ -74,5 +75,27 @@ describe('stepd flow', () => {
     const missingFile = await runCli(['run', 'nope.json'], { env });
     expect(missingFile.stderr).toContain('flow file nope.json does not exist');
     expect(await t.q(`SELECT 1 FROM stepd.workflows WHERE name = 'nope'`)).toEqual([]);
+  });
+
+  it('runs examples/purchase.json as documented: put, run by name (input checked), approve by a listed approver with valid data', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const env = envFor(t);
+    const put = await runCli(['flow', 'put', path.join(EXAMPLES, 'purchase.json')], { env });
+    expect(put.stdout.trim()).toBe('purchase version 1');
+    const badInput = await runCli(['run', 'purchase', '--input', '{"item": "GPU", "amount": -1}'], { env });
+    expect(badInput.code).toBe(1);
+    expect(badInput.stderr).toContain('input.amount: must be > 0');
+    const started = await runCli(['run', 'purchase', '--input', '{"item": "GPU", "amount": 1200}', '--json'], { env });
+    const id = JSON.parse(started.stdout).id as string;
+    const gate = await waitForStep(t, id, 'approve', 'pending');
+    expect(gate.args).toMatchObject({ message: 'Buy GPU for 1200 EUR?' });
+    const notListed = await runCli(['approve', gate.id, '--data', '{"budgetCode": "IT-2026"}', '--by', 'mallory'], { env });
+    expect(notListed.code).toBe(1);
+    const badData = await runCli(['approve', gate.id, '--data', '{"budgetCode": "it"}', '--by', 'finance-ann'], { env });
+    expect(badData.stderr).toContain('result.budgetCode: must match pattern');
+    const ok = await runCli(['approve', gate.id, '--data', '{"budgetCode": "IT-2026"}', '--by', 'finance-ann'], { env });
+    expect(ok.code).toBe(0);
+    expect(await waitForWorkflow(t, id)).toMatchObject({ status: 'completed', output: { ordered: 'GPU', amount: 1200, budgetCode: 'IT-2026' } });
   });
 });
