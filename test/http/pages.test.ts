@@ -147,6 +147,20 @@ describe('dashboard pages', () => {
     expect(await refused.text()).toContain(`workflow ${done} (fine) is completed; only a failed workflow can be redriven`);
   });
 
+  it('shows every attempt of a retried step with its number and error', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const flow = { start: 'a', steps: { a: { tool: 'core.fail', args: { code: 'flaky', message: 'try again', retryable: true }, retry: { maxAttempts: 2, initial: '10ms' } } } };
+    const id = await insertWorkflow(t, flow);
+    expect((await waitForWorkflow(t, id)).status).toBe('failed');
+    const { request } = buildTestApp(t);
+    const body = await (await request(`/workflows/${id}`, { headers: html })).text();
+    const rows = [...body.matchAll(/<li data-step-id="\d+" data-step-name="a" data-status="failed">[\s\S]*?<\/li>/g)].map((m) => m[0]);
+    expect(rows).toHaveLength(2);
+    expect(rows[1]).toContain('attempt 2/2');
+    expect(rows[1]).toContain('<div class="error">[flaky] try again');
+  });
+
   it('nests fan-out rows under their fork by item', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
