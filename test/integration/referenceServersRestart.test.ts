@@ -35,7 +35,8 @@ describe('server-everything over Streamable HTTP, killed mid-call', () => {
           args: { duration: 3, steps: 6 },
           // Far beyond what the test waits: the first attempt must not end by its timeout.
           timeout: '5m',
-          retry: { maxAttempts: 3, initial: '2s', max: '2s', jitter: false },
+          // Room for the server to start again before attempt 2 (it takes well under a second).
+          retry: { maxAttempts: 3, initial: '5s', max: '5s', jitter: false },
           done: true,
         },
       },
