@@ -91,7 +91,7 @@ export function planRedrive(flow: CompiledFlow, rows: readonly RedriveStepRow[],
       const atCreation = row.args === null && row.executor_id === null && step.kind !== 'gate' && step.kind !== 'timer';
       if (step.kind === 'fork' || step.kind === 'pass' || atCreation) actions.push({ kind: 'create', name: row.name, pos, rowId: row.id });
       else actions.push({ kind: 'attempt', row });
-    } else if (row.status === 'done' && !isFork && step.transition.kind !== 'arrive' && error?.step === row.name) {
+    } else if (row.status === 'done' && !isFork && (transitionFailed(step.transition.kind, row, error) || outputOverCap(row, error))) {
       // Its transition failed the workflow (a cap, a branch that did not match): it runs again on
       // the kept result. A fork row that never fanned out is created again (it records the items).
       if (step.kind === 'fork') actions.push({ kind: 'create', name: row.name, pos, rowId: row.id });
@@ -106,6 +106,17 @@ export function planRedrive(flow: CompiledFlow, rows: readonly RedriveStepRow[],
     };
   }
   return { ok: true, reopen, actions };
+}
+
+/** The error names this done row, whose transition (not a chain's end) failed the workflow. */
+function transitionFailed(kind: string, row: RedriveStepRow, error: ErrorData | null): boolean {
+  return kind !== 'arrive' && error?.step === row.name;
+}
+
+/** The last chain of the workflow ended with an output above caps.outputBytes (the error names no step). */
+function outputOverCap(row: RedriveStepRow, error: ErrorData | null): boolean {
+  const cap = (error?.details as { cap?: unknown } | undefined)?.cap;
+  return row.fanout_id === null && error?.code === 'cap_exceeded' && error.step === undefined && (cap === 'outputBytes' || cap === 'jsonDepth');
 }
 
 /** How many step rows the plan creates at least (for the step budget). */

@@ -109,6 +109,12 @@ describe('planRedrive', () => {
     expect(summary(planRedrive(flow, [row('a', 'done')], { code: 'no_branch_matched', message: 'x', step: 'a' }))).toEqual({ reopen: [], actions: ['transition a#1'] });
   });
 
+  it('ends the workflow again when its output was over the cap (the error names no step)', () => {
+    next = 1;
+    const error = { code: 'cap_exceeded', message: 'x', details: { cap: 'outputBytes', limit: 10 } };
+    expect(summary(planRedrive(chain, [row('a', 'done'), row('b', 'done'), row('c', 'done')], error))).toEqual({ reopen: [], actions: ['transition c#3'] });
+  });
+
   it('refuses what a redrive cannot change', () => {
     next = 1;
     expect(planRedrive(chain, [row('a', 'done')], { code: 'failed_by_flow', message: 'x', step: 'a' })).toMatchObject({ ok: false, reason: 'failed_by_flow' });

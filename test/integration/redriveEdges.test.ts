@@ -85,6 +85,18 @@ describe('redrive at the edges', () => {
     expect(steps.filter((s) => s.name === 'sum')).toHaveLength(1);
   });
 
+  it('an output over the cap fails the workflow; after the cap is raised a redrive completes it with that output', async () => {
+    const t = await createTestSchema();
+    const first = await startExecutor(t, { caps: { outputBytes: 64 } });
+    const id = await insertWorkflow(t, { start: 'big', steps: { big: { tool: 'core.echo', args: { text: 'x'.repeat(200) } } } });
+    expect((await waitForWorkflow(t, id)).error).toMatchObject({ code: 'cap_exceeded', details: { cap: 'outputBytes' } });
+    await first.stop({ graceMs: 0 });
+    await startExecutor(t, { caps: { outputBytes: 4096 } });
+    await redrive(t, id);
+    expect(await waitForWorkflow(t, id)).toMatchObject({ status: 'completed', output: { text: 'x'.repeat(200) }, redrives: 1 });
+    expect(await getSteps(t, id)).toHaveLength(1);
+  });
+
   it('with two executors a request is handled once', async () => {
     const t = await createTestSchema();
     const b = board();
