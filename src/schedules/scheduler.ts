@@ -8,11 +8,15 @@
  * pg-boss failing never stops the executor: start() returns at once and keeps trying in the
  * background with backoff; pg-boss's own errors (a lost database, a failed cron pass) are logged,
  * once per minute per kind, and pg-boss retries on its own intervals.
+ *
+ * A daemon with no schedules runs no pg-boss at all (no connections, no polling): it looks for a
+ * schedule every `idleCheckMs` (one indexed read) and starts pg-boss once there is one; from then
+ * on pg-boss runs until the daemon stops.
  */
 import type pg from 'pg';
 import { PgBoss, type JobWithMetadata } from 'pg-boss';
 import { createPool, isConnectionError } from '../db/connect.js';
-import { getSchedule, insertScheduledWorkflowUnlessKeyExists, listSchedules } from '../db/queries/schedules.js';
+import { anySchedule, getSchedule, insertScheduledWorkflowUnlessKeyExists, listSchedules } from '../db/queries/schedules.js';
 import { backoffMs } from '../executor/dbOutage.js';
 import type { Logger } from '../logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE } from './bossSchema.js';
@@ -33,9 +37,12 @@ export interface SchedulerOptions {
   cronMonitorIntervalSeconds?: number;
   /** How often pg-boss forwards due occurrences to the queue, 1–45 s (pg-boss's default 5). */
   cronWorkerIntervalSeconds?: number;
+  /** While there is no schedule, how often to look for one (default 30 s, pg-boss's own cron pass interval). */
+  idleCheckMs?: number;
 }
 
 const DEFAULT_POLL_SECONDS = 5;
+const DEFAULT_IDLE_CHECK_MS = 30_000;
 const ERROR_LOG_EVERY_MS = 60_000;
 
 export class Scheduler {
@@ -50,7 +57,7 @@ export class Scheduler {
 
   constructor(private readonly opts: SchedulerOptions) {
     this.log = opts.log.child({ component: 'scheduler' });
-    this.pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: 2, applicationName: 'stepd-scheduler' });
+    this.pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: 2, applicationName: `stepd-scheduler:${opts.schema}` });
   }
 
   /** Whether pg-boss is running and working the schedules queue. */
@@ -74,8 +81,16 @@ export class Scheduler {
   }
 
   private async startLoop(): Promise<void> {
+    let idleLogged = false;
     for (let attempt = 1; !this.stopping; attempt++) {
       try {
+        if (!(await anySchedule(this.pool))) {
+          if (!idleLogged) this.log.info({}, 'no schedules: pg-boss not started (looking again every so often)');
+          idleLogged = true;
+          attempt = 0;
+          await this.sleep(this.opts.idleCheckMs ?? DEFAULT_IDLE_CHECK_MS);
+          continue;
+        }
         await this.startBoss();
         this.log.info({ schema: bossSchemaName(this.opts.schema), queue: SCHEDULE_QUEUE }, 'schedules running (pg-boss started)');
         return;
@@ -92,7 +107,7 @@ export class Scheduler {
     const boss = new PgBoss({
       connectionString: o.databaseUrl,
       schema: bossSchemaName(o.schema),
-      application_name: 'stepd-scheduler-boss',
+      application_name: `stepd-scheduler-boss:${o.schema}`,
       max: 3,
       // `stepd migrate` installs and upgrades the schema; the daemon only checks its version.
       migrate: false,

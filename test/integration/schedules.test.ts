@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { silentLogger } from '../../src/logger.js';
 import { listSchedules } from '../../src/db/queries/schedules.js';
-import { bossSchemaName, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
+import { bossSchemaName, migrateBossSchema, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
 import { addSchedule, removeSchedule, ScheduleError } from '../../src/schedules/scheduleStore.js';
 import { Scheduler } from '../../src/schedules/scheduler.js';
 import { insertWorkflow as insertThroughContract } from '../../src/db/contract.js';
@@ -27,8 +27,9 @@ async function onConnection<T>(pool: pg.Pool, schema: string, fn: (c: pg.PoolCli
   }
 }
 
-function startScheduler(t: TestSchema): Scheduler {
+function startScheduler(t: TestSchema, more: { idleCheckMs?: number } = {}): Scheduler {
   const s = new Scheduler({
+    ...more,
     databaseUrl: t.url,
     schema: t.schema,
     log: silentLogger(),
@@ -117,6 +118,36 @@ describe('schedules', () => {
     expect(asJames.status).toBe('failed');
     expect(asJames.error).toMatchObject({ code: 'permission_denied', details: { role: alice.role, user: 'james' } });
     expect(probe.calls.filter((c) => c.user === 'james')).toEqual([]);
+  });
+
+  it('runs no pg-boss while there is no schedule, and starts it once one is added', async () => {
+    const t = await createTestSchema();
+    await putFlow(t, 'report', echoFlow);
+    const scheduler = startScheduler(t, { idleCheckMs: 100 });
+    // Several idle checks go by (each one is a single read on stepd's pool).
+    await waitFor(async () => Number((await t.q(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [`stepd-scheduler:${t.schema}`]))[0].n) > 0, 'the idle check');
+    expect(scheduler.started).toBe(false);
+    expect(await t.q(`SELECT pid FROM pg_stat_activity WHERE application_name = $1`, [`stepd-scheduler-boss:${t.schema}`])).toEqual([]);
+    await onConnection(t.db, t.schema, (c) => addSchedule(c, t.schema, { name: 'n', cron: '0 0 1 1 *', tz: 'UTC', flow: 'report', input: {}, createdBy: null }));
+    await waitFor(() => scheduler.started, 'pg-boss to start');
+  });
+
+  it('keeps the executor running while pg-boss cannot start, and starts schedules (also ones written by plain SQL) once stepd migrate has installed it', async () => {
+    const t = await createTestSchema();
+    await putFlow(t, 'report', echoFlow);
+    await t.q(`DROP SCHEMA ${bossSchemaName(t.schema)} CASCADE`);
+    // A schedule written by plain SQL: stepd's row only, no pg-boss schedule yet.
+    await t.q(`INSERT INTO stepd.schedules (name, cron, flow, input) VALUES ('plain', '* * * * *', 'report', '{"topic": "plain"}')`);
+    await startExecutor(t);
+    const scheduler = startScheduler(t, { idleCheckMs: 100 });
+    const id = (await t.q<{ id: string }>(`INSERT INTO stepd.workflows (name, input) VALUES ('report', '{"topic": "meanwhile"}') RETURNING id`))[0]!.id;
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    expect(scheduler.started).toBe(false);
+
+    await migrateBossSchema({ url: t.url, schema: t.schema });
+    await waitFor(() => scheduler.started, 'pg-boss to start after the migration', 60_000);
+    const tick = await waitFor(async () => (await t.q(`SELECT id FROM stepd.workflows WHERE key LIKE 'schedule:plain:%'`))[0]?.id as string | undefined, 'a tick of the plain-SQL schedule', 90_000);
+    expect((await waitForWorkflow(t, tick)).output).toEqual({ topic: 'plain' });
   });
 
   it('a workflow with a start_at is admitted only once that time has come, woken by its alarm rather than the poll', async () => {

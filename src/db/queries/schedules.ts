@@ -52,6 +52,12 @@ export async function getSchedule(db: Queryable, name: string): Promise<Schedule
   return rows[0];
 }
 
+/** Whether any schedule exists (the daemon starts pg-boss only then). */
+export async function anySchedule(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ any: boolean }>({ name: 'stepd_any_schedule', text: `SELECT EXISTS (SELECT 1 FROM schedules) AS any` });
+  return rows[0]?.any === true;
+}
+
 export async function listSchedules(db: Queryable): Promise<ScheduleRow[]> {
   const { rows } = await db.query<ScheduleRow>({ text: `SELECT ${COLUMNS} FROM schedules ORDER BY name` });
   return rows;
