@@ -376,6 +376,14 @@ export class Operations {
     const step = await getStepWithWorkflow(this.#deps.db, id);
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
+    if (step.child_id !== null) {
+      // The database refuses it too (sql/0011): it completes when its sub-workflow finishes.
+      throw new OperationError(
+        'refused',
+        `step ${id} (${step.name}) is not a gate: it waits for sub-workflow ${step.child_id} and completes when that workflow finishes; approve the gates inside it (stepd status ${step.child_id})`,
+        { details: { childId: String(step.child_id) } },
+      );
+    }
     return step;
   }
 

@@ -28,6 +28,10 @@ describe('stepd status and list with sub-workflows', () => {
     expect(json.steps[0]).toMatchObject({ name: 'sub', kind: 'workflow', status: 'pending', childId: child.id, child: { workflow: { id: child.id, name: 'review' } } });
     expect(json.steps[0].approve).toBeUndefined();
 
+    const approve = await runCli(['approve', json.steps[0].id], { env: envFor(t) });
+    expect(approve.code).toBe(1);
+    expect(approve.stderr).toContain(`is not a gate: it waits for sub-workflow ${child.id}`);
+
     const list = await runCli(['list'], { env: envFor(t) });
     expect(list.stdout).toMatch(new RegExp(`^${id}\\s+running\\s+outer\\s.*1 gate\\(s\\) waiting`, 'm'));
     expect(list.stdout).toMatch(new RegExp(`^${child.id}\\s+running\\s+review\\s.*sub-workflow of ${id}; 1 gate\\(s\\) waiting`, 'm'));
