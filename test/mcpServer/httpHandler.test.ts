@@ -9,7 +9,7 @@ import { createKysely, createPool } from '../../src/db/connect.js';
 import { createMcpHttpHandler } from '../../src/mcpServer/createMcpHttpHandler.js';
 import { createPermissionPolicy } from '../../src/tools/permissions.js';
 import { createTestSchema, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
-import { APPROVERS_SUPPORTED, CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+import { CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
 
 const TOKENS = { 'alice-token-0123456789': 'alice', 'bob-token-0123456789ab': 'bob' };
 
@@ -64,7 +64,7 @@ describe('MCP over Streamable HTTP (createMcpHttpHandler)', () => {
     await forbiddenToolRefused(await connect(url, 'alice-token-0123456789'), t, 'alice');
   });
 
-  it.skipIf(!APPROVERS_SUPPORTED)('refuses an approval by a user the gate\'s approvers exclude', async () => {
+  it('refuses an approval by a user the gate\'s approvers exclude', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
     await approversRefuse(await connect(await serveHandler(t), 'alice-token-0123456789'), 'alice');

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { CLI, childEnv, envFor } from '../cli/helpers.js';
 import { createTestSchema, onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
-import { APPROVERS_SUPPORTED, CORE_ONLY_CONFIG, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+import { CORE_ONLY_CONFIG, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
 
 /** `stepd mcp --user USER` as a child process, with the SDK's Client on its stdio. */
 async function connect(t: TestSchema, args: string[], env: Record<string, string> = {}): Promise<Client> {
@@ -37,7 +37,7 @@ describe('stepd mcp (stdio)', () => {
     expect(byName.get('http.request')).toBe(false);
   });
 
-  it.skipIf(!APPROVERS_SUPPORTED)('refuses an approval by a user the gate\'s approvers exclude', async () => {
+  it('refuses an approval by a user the gate\'s approvers exclude', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
     await approversRefuse(await connect(t, ['--user', 'alice']), 'alice');
