@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { silentLogger } from '../../src/logger.js';
+import { PgBoss } from 'pg-boss';
+import { createLogger, silentLogger } from '../../src/logger.js';
 import { listSchedules } from '../../src/db/queries/schedules.js';
 import { bossSchemaName, migrateBossSchema, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
 import { addSchedule, removeSchedule, ScheduleError } from '../../src/schedules/scheduleStore.js';
 import { Scheduler } from '../../src/schedules/scheduler.js';
 import { insertWorkflow as insertThroughContract } from '../../src/db/contract.js';
-import { createClientRole, createSecuredSchema, ProbeTools } from '../security/helpers.js';
+import { createClientRole, createLoginRole, createSecuredSchema, ProbeTools, schemaRoles } from '../security/helpers.js';
 import { createTestSchema, getWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 const echoFlow = { start: 'say', steps: { say: { tool: 'core.echo', args: { topic: '{{input.topic}}' }, done: true, output: '{{result}}' } } };
@@ -148,6 +149,31 @@ describe('schedules', () => {
     await waitFor(() => scheduler.started, 'pg-boss to start after the migration', 60_000);
     const tick = await waitFor(async () => (await t.q(`SELECT id FROM stepd.workflows WHERE key LIKE 'schedule:plain:%'`))[0]?.id as string | undefined, 'a tick of the plain-SQL schedule', 90_000);
     expect((await waitForWorkflow(t, tick)).output).toEqual({ topic: 'plain' });
+  });
+
+  it('pg-boss runs as a member of the executor role (no superuser): ticks start workflows and pg-boss reports no error', async () => {
+    const t = await createSecuredSchema();
+    await putFlow(t, 'report', echoFlow);
+    await onConnection(t.db, t.schema, (c) => addSchedule(c, t.schema, { name: 'm', cron: '* * * * *', tz: 'UTC', flow: 'report', input: { topic: 'm' }, createdBy: null }));
+    const daemon = await createLoginRole(t, schemaRoles(t.schema).executor, `exe_${t.schema}`);
+    await startExecutor({ ...t, url: daemon.url });
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(JSON.parse(line)) } as never });
+    const scheduler = new Scheduler({ databaseUrl: daemon.url, schema: t.schema, log, cronMonitorIntervalSeconds: 1, cronWorkerIntervalSeconds: 1, pollIntervalSeconds: 0.5 });
+    scheduler.start();
+    onCleanup(() => scheduler.stop());
+    const tick = await waitFor(async () => (await t.q(`SELECT id FROM stepd.workflows WHERE key LIKE 'schedule:m:%'`))[0]?.id as string | undefined, 'a tick', 90_000);
+    expect((await waitForWorkflow(t, tick)).status).toBe('completed');
+    // pg-boss's maintenance (normally once a minute) works with the same grants.
+    const maintenance = new PgBoss({ connectionString: daemon.url, schema: bossSchemaName(t.schema), migrate: false, schedule: false, supervise: false, reindex: false });
+    maintenance.on('error', (err) => lines.push({ err: String(err) }));
+    await maintenance.start();
+    try {
+      await maintenance.supervise();
+    } finally {
+      await maintenance.stop({ graceful: false });
+    }
+    expect(lines).toEqual([]);
   });
 
   it('a workflow with a start_at is admitted only once that time has come, woken by its alarm rather than the poll', async () => {
