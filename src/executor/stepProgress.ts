@@ -40,30 +40,37 @@ export interface StepProgressSink {
 
 export function stepProgressSink(deps: StepProgressDeps, step: { id: string; workflow_id: string; name: string }): StepProgressSink {
   let failures = 0;
-  const throttle = new ProgressThrottle<StepProgress>({
-    intervalMs: deps.intervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
-    ...(deps.now ? { now: deps.now } : {}),
-    ...(deps.schedule ? { schedule: deps.schedule } : {}),
-    write: async (progress) => {
-      try {
-        await recordProgressIfRunning(deps.pool, {
-          stepId: step.id,
-          executorId: deps.executorId,
-          progress,
-          notify: deps.emitEvents ? { channel: EVENTS_CHANNEL, schema: deps.schema } : null,
-        });
-      } catch (err) {
-        // Progress is best effort: a database that is away costs one debug line per step.
-        if (failures++ === 0) deps.log.debug({ err, workflowId: step.workflow_id, stepId: step.id, step: step.name }, 'step progress not recorded');
-      }
-    },
-  });
+  // Made on the first report: most calls report nothing and then cost nothing here.
+  let throttle: ProgressThrottle<StepProgress> | undefined;
+  let closed = false;
+  const write = async (progress: StepProgress): Promise<void> => {
+    try {
+      await recordProgressIfRunning(deps.pool, {
+        stepId: step.id,
+        executorId: deps.executorId,
+        progress,
+        notify: deps.emitEvents ? { channel: EVENTS_CHANNEL, schema: deps.schema } : null,
+      });
+    } catch (err) {
+      // Progress is best effort: a database that is away costs one debug line per step.
+      if (failures++ === 0) deps.log.debug({ err, workflowId: step.workflow_id, stepId: step.id, step: step.name }, 'step progress not recorded');
+    }
+  };
   return {
     report: (p) => {
-      const value = cleanProgress(p);
-      if (value) throttle.push(value);
+      const value = closed ? undefined : cleanProgress(p);
+      if (!value) return;
+      throttle ??= new ProgressThrottle<StepProgress>({
+        intervalMs: deps.intervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
+        write,
+        ...(deps.now ? { now: deps.now } : {}),
+        ...(deps.schedule ? { schedule: deps.schedule } : {}),
+      });
+      throttle.push(value);
     },
     close: async () => {
+      closed = true;
+      if (!throttle) return;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([throttle.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
       clearTimeout(timer);
