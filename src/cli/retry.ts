@@ -61,12 +61,15 @@ code redrive_refused (the reason in error.details.reason, the original error in 
             await refuseUnlessRedrivable(ctx, id, caps);
             throw new CliError(`workflow ${id} could not be redriven`);
           }
+          const row = { id, name: wf.name, status: requested.status, redriveRequestedAt: requested.redrive_requested_at };
           if (follower) {
-            if (!flags.json) out(`redriving workflow ${id} (${wf.name})`);
+            // As run --follow: the row first (JSON), then the events to the end.
+            if (flags.json) outJson(row);
+            else out(`redriving workflow ${id} (${wf.name})`);
             return await follower.follow(id);
           }
           if (!flags.wait) {
-            if (flags.json) outJson({ id, name: wf.name, status: requested.status, redriveRequestedAt: requested.redrive_requested_at });
+            if (flags.json) outJson(row);
             else out(`redrive of workflow ${id} (${wf.name}) requested; the daemon picks it up\n  follow it:  stepd watch ${id}\n  status:     stepd status ${id}`);
             return EXIT.ok;
           }

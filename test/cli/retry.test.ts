@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { StepError } from '../../src/errors.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
 import { createTestSchema, getSteps, getWorkflow, insertWorkflow, startExecutor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
-import { envFor, runCli, tempDir } from './helpers.js';
+import { envFor, jsonLines, runCli, tempDir } from './helpers.js';
 
 /** `test.work`: fails (not retryable) while `broken.on`, else returns `{ok: true}`. */
 function switchTool(broken: { on: boolean }): ToolProvider {
@@ -66,6 +66,19 @@ describe('stepd retry', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ id, name: 'nightly', status: 'running' });
     expect(JSON.parse(r.stdout).redriveRequestedAt).toBeTruthy();
     expect(await waitForWorkflow(t, id)).toMatchObject({ status: 'completed', redrives: 1 });
+  });
+
+  it('--follow --json prints the request first, then one event per line to the end', async () => {
+    const { t, id, broken } = await failedWorkflow();
+    broken.on = false;
+
+    const r = await runCli(['retry', id, '--follow', '--json'], { env: envFor(t) });
+
+    expect(r.code).toBe(0);
+    const lines = jsonLines(r.stdout);
+    expect(lines[0]).toMatchObject({ id, name: 'nightly', status: 'running' });
+    expect(lines).toContainEqual(expect.objectContaining({ type: 'workflow.started', workflowId: id, redrive: 1 }));
+    expect(lines[lines.length - 1]).toMatchObject({ type: 'workflow.completed', workflowId: id });
   });
 
   it('--wait reports that the daemon resumed the workflow', async () => {
