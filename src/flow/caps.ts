@@ -10,7 +10,7 @@
  *   inputBytes          1 MiB      a workflow's input (as JSON) — at admission
  *   resultBytes         4 MiB      a step's result (as JSON) — when the step finishes
  *   outputBytes         4 MiB      a workflow's output (as JSON) — when it completes
- *   subWorkflowDepth    10         nesting of sub-workflows (when they land)
+ *   subWorkflowDepth    10         how deep a sub-workflow may be (top level = 0) — when its step starts it
  *
  * Fixed: JSON nested at most {@link MAX_JSON_DEPTH} levels (flow, input, results), names at most
  * {@link MAX_NAME_BYTES} bytes of UTF-8 without control characters.
