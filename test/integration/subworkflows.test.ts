@@ -276,3 +276,24 @@ describe('sub-workflows and gates', () => {
     expect((await waitForWorkflow(t, id)).output).toEqual({ code: 'cancelled' });
   });
 });
+
+describe('sub-workflows and redrive', () => {
+  it('a parent that failed because its child flow was missing completes when redriven after the flow is registered', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'sub', steps: { sub: { workflow: { name: 'later', input: { x: '{{input.x}}' } }, done: true, output: '{{result}}' } } }, { x: 5 });
+    expect((await waitForWorkflow(t, id)).error).toMatchObject({ code: 'unknown_flow', step: 'sub' });
+    await registerFlow(t, 'later', { start: 'a', steps: { a: { tool: 'core.echo', args: { x: '{{input.x}}' }, done: true, output: '{{result}}' } } });
+
+    await t.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed'`, [id]);
+    const wf = await waitForWorkflow(t, id, ['completed']);
+    expect(wf.output).toEqual({ x: 5 });
+    const steps = await getSteps(t, id);
+    expect(steps.map((s) => [s.name, s.status, s.attempt])).toEqual([
+      ['sub', 'failed', 1],
+      ['sub', 'done', 2],
+    ]);
+    const children = await childrenOf(t, id);
+    expect(children.map((c) => [c.status, c.input, c.parent_step_id])).toEqual([['completed', { x: 5 }, steps[1]!.id]]);
+  });
+});
