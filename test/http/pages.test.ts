@@ -161,6 +161,24 @@ describe('dashboard pages', () => {
     expect(rows[1]).toContain('<div class="error">[flaky] try again');
   });
 
+  it("links a sub-workflow step to its child's page, where the child's gate waits", async () => {
+    const t = await createTestSchema();
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('review', $1)`, [
+      JSON.stringify({ start: 'ok', steps: { ok: { approval: true, next: 'say' }, say: { tool: 'core.echo', args: { v: 1 } } } }),
+    ]);
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'sub', steps: { sub: { workflow: { name: 'review' } } } }, {}, { name: 'outer' });
+    const child = await waitFor(async () => (await t.q<{ id: string }>(`SELECT id FROM stepd.workflows WHERE parent_id = $1`, [id]))[0], 'the child');
+    const gate = await waitForStep(t, child.id, 'ok', 'pending');
+    const { request } = buildTestApp(t);
+    const parent = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(parent).toContain(`sub-workflow <a href="/workflows/${child.id}">${child.id}</a>`);
+    expect(parent).toContain(`waiting for sub-workflow ${child.id}`);
+    expect(parent).not.toMatch(/data-step-name="sub"[^>]*>[\s\S]*?waiting for approval since/);
+    const page = await (await request(`/workflows/${child.id}`, { headers: html })).text();
+    expect(page).toContain(`data-gate-step-id="${gate.id}"`);
+  });
+
   it('nests fan-out rows under their fork by item', async () => {
     const t = await createTestSchema();
     await startExecutor(t);

@@ -27,6 +27,7 @@ function stepItem(node: StepNode, now: Date): Html {
   ${folded(`args-${s.id}`, 'arguments', s.args)}
   ${folded(`result-${s.id}`, 'result', s.result)}
   ${s.error ? folded(`error-${s.id}`, 'error details', s.error) : ''}
+  ${s.childId ? html`<div>sub-workflow <a href="/workflows/${s.childId}">${s.childId}</a>${s.child ? html` <span class="status s-${s.child.workflow.status}">${s.child.workflow.status}</span>` : ''}</div>` : ''}
   ${s.readiedBy ? html`<div class="muted">readied by ${s.readiedBy}${s.readiedAt ? html` at <time datetime="${s.readiedAt}">${s.readiedAt}</time>` : ''}</div>` : ''}
   ${node.branches.map(
     (b) => html`<ul><li data-branch="${b.index ?? ''}"><span class="branch">${branchLabel(s, b.index)}</span><ul>${b.steps.map((n) => stepItem(n, now))}</ul></li></ul>`,
@@ -40,7 +41,7 @@ function kindLabel(s: StepView): string {
 }
 
 function stepSummary(s: StepView, now: Date): string {
-  if (s.status === 'pending') return `waiting for approval since ${formatDuration(Math.max(0, now.getTime() - Date.parse(s.createdAt)))}`;
+  if (s.status === 'pending' && s.childId === null) return `waiting for approval since ${formatDuration(Math.max(0, now.getTime() - Date.parse(s.createdAt)))}`;
   return describeStep(s, now).replace(/^(done|failed|cancelled):?\s*/, '').replace(/^running for/, 'for');
 }
 
