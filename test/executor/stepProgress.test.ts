@@ -8,9 +8,9 @@ import { cleanProgress, stepProgressSink } from '../../src/executor/stepProgress
 function recordingPool() {
   const writes: unknown[][] = [];
   const pool: Queryable = {
-    query: async (config) => {
+    query: async <R>(config: { values?: unknown[] }) => {
       writes.push(config.values ?? []);
-      return { rows: [{ written: true }], rowCount: 1 };
+      return { rows: [{ written: true } as R], rowCount: 1 };
     },
   };
   return { pool, writes };
