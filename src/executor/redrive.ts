@@ -163,9 +163,18 @@ async function applyAction(deps: TxDeps, client: pg.PoolClient, advance: Advance
       };
       const leaseMs = step.timeoutMs + deps.leaseGraceMs;
       if (step.kind === 'gate') {
-        advance.event('step.waiting', { step: row.name, ...(row.item_index !== null ? { itemIndex: row.item_index } : {}) });
+        // It waits again with what it showed the first time (its rendered message and approvers)
+        // and a fresh timeout; inserted now, so step.waiting carries the new gate's id.
         const timeout = step.approval?.timeoutMs;
-        w.queue({ ...base, args: null, status: 'pending', ...(timeout !== undefined ? { expiresInMs: timeout } : {}) }, { user: wf.createdBy, leaseMs });
+        const id = await w.insertNow({ ...base, args: row.args ?? null, status: 'pending', ...(timeout !== undefined ? { expiresInMs: timeout } : {}) });
+        const message = (row.args as { message?: unknown } | null)?.message;
+        advance.event('step.waiting', {
+          stepId: id,
+          step: row.name,
+          attempt: base.attempt,
+          ...(row.item_index !== null ? { itemIndex: row.item_index } : {}),
+          ...(typeof message === 'string' ? { message } : {}),
+        });
         return;
       }
       if (step.kind === 'timer') {

@@ -157,7 +157,7 @@ describe('redrive', () => {
       start: 'both',
       steps: {
         both: { parallel: ['approve', 'check'], join: 'end' },
-        approve: { approval: {} },
+        approve: { approval: { message: 'ship {{workflow.name}}?' } },
         check: { tool: 'test.work', args: { key: 'check' }, retry: { maxAttempts: 1 } },
         end: { tool: 'core.echo', args: { r: '{{results}}' }, done: true },
       },
@@ -168,6 +168,10 @@ describe('redrive', () => {
     await redrive(t, id);
     const gate = await waitForStep(t, id, 'approve', 'pending');
     expect(gate.attempt).toBe(2);
+    // It shows what it showed the first time.
+    const first = (await getSteps(t, id)).find((s) => s.name === 'approve' && s.attempt === 1)!;
+    expect(first.args).toMatchObject({ message: 'ship test?' });
+    expect(gate.args).toEqual(first.args);
     await waitForStep(t, id, 'check', 'done');
     expect((await getWorkflow(t, id)).status).toBe('running');
     await t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1 AND status = 'pending'`, [gate.id]);
