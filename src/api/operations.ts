@@ -10,12 +10,13 @@
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { buildStatusView, type StatusView } from '../cli/statusView.js';
+import type { StatusView } from '../cli/statusView.js';
+import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
 import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { isConnectionError } from '../db/connect.js';
-import { getStepWithWorkflow, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
+import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
@@ -82,6 +83,8 @@ export interface StartedWorkflow {
 export interface WaitingGate {
   stepId: string;
   name: string;
+  /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
+  workflowId?: string;
   message?: string;
   approvers?: string[];
   since: string;
@@ -161,12 +164,16 @@ export class Operations {
     return this.#db(async () => {
       const wf = await getWorkflow(this.#deps.db, id);
       if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
-      const view = buildStatusView(wf, await getWorkflowSteps(this.#deps.db, id));
+      // Sub-workflows nest under their steps; their waiting gates are listed with the parent's.
+      const below = await getSubWorkflowTree(this.#deps.db, id);
+      const view = buildStatusViewWithChildren({ workflow: wf, steps: await getWorkflowSteps(this.#deps.db, id) }, below);
+      const flows = new Map(below.map((b) => [String(b.workflow.id), b.workflow.flow]));
       const waiting = view.waiting.map((w): WaitingGate => {
-        const gate = gateInfo(wf.flow, w.name);
+        const gate = gateInfo(w.workflowId !== undefined ? flows.get(w.workflowId) : wf.flow, w.name);
         return {
           stepId: w.stepId,
           name: w.name,
+          ...(w.workflowId !== undefined ? { workflowId: w.workflowId } : {}),
           ...(gate.message !== undefined ? { message: gate.message } : {}),
           ...(gate.approvers !== undefined ? { approvers: gate.approvers } : {}),
           since: w.since,
