@@ -30,7 +30,7 @@ export function registerRetry(program: Command): void {
       .description('redrive a failed workflow: its failed steps get new attempts, done steps keep their results, and it goes on from there')
       .argument('<id>', 'workflow id')
       .option('-f, --follow', 'then print each step until the workflow ends; exit 0 completed, 2 failed (or refused), 3 cancelled')
-      .option('--wait', 'wait until the daemon took the request and say whether it resumed or refused it')
+      .option('--wait', 'wait until a daemon took the request (as long as it takes; Ctrl-C to stop) and say whether it resumed or refused it; exit 0 resumed, 2 refused')
       .option('--config <path>', "the daemon's config file, for its caps (default: ./stepd.config.json if present)")
       .option('--json', 'print JSON (with --follow: one event per line)'),
   )
