@@ -11,5 +11,6 @@ export * from './queries/signals.js';
 export * from './queries/executors.js';
 export * from './queries/progress.js';
 export * from './queries/flows.js';
+export * from './queries/gates.js';
 export * from './queries/redrive.js';
 export * from './queries/subWorkflows.js';

@@ -5,8 +5,7 @@
  * goes on waiting for a readying that may stand (or the gate's timeout).
  */
 import { withTransaction } from '../db/connect.js';
-import { isRoleTrusted, returnGateToWaitingIfRunning } from '../db/queries/gates.js';
-import { notifyEvents, type ClaimedStep } from '../db/queries.js';
+import { isRoleTrusted, notifyEvents, returnGateToWaitingIfRunning, type ClaimedStep } from '../db/queries.js';
 import { EVENTS_CHANNEL, eventPayload } from '../events.js';
 import { gateChecksReadying, refuseReadying } from '../flow/approvalCheck.js';
 import { storableIssues, storableText } from '../flow/caps.js';
