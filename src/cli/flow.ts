@@ -28,10 +28,12 @@ export function registerFlow(program: Command): void {
       'after',
       `
 Examples:
-  stepd flow put examples/registry.json --name research   # prints: research version 1
+  stepd flow put examples/purchase.json                   # prints: purchase version 1
   stepd flow list
-  stepd flow show research@1
-  stepd run research --input '{"topic": "AI safety"}' --follow
+  stepd flow show purchase@1
+  stepd run purchase --input '{"item": "GPU", "amount": 1200}' --follow
+
+More: docs/flow-language.md (the registry, inputSchema, gates).
 
 Versions are numbered 1, 2, … by the database and never change. Storing JSON equal to the
 latest version stores nothing and prints that version again. A workflow started by name runs
