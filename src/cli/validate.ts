@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { compileFlow } from '../flow/validate.js';
 import { resolveCaps } from '../flow/caps.js';
 import type { FlowIssue } from '../flow/spec.js';
-import { EXIT, note, out, outJson, readJsonFile } from './common.js';
+import { errorMessage, EXIT, note, out, outJson, readJsonFile } from './common.js';
 
 interface ValidateFlags {
   json?: boolean;
@@ -51,14 +51,22 @@ Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
     )
     .action(async (files: string[], flags: ValidateFlags) => {
       // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
-      const { buildToolbox, loadToolConfig } = await import('../tools/toolbox.js');
+      const { buildToolbox, DEFAULT_CONFIG_FILE, loadToolConfig } = await import('../tools/toolbox.js');
       const { ToolCatalog } = await import('../tools/toolCatalog.js');
       const { ArgumentChecker } = await import('../tools/argumentChecker.js');
       const { checkToolUse } = await import('../tools/checkToolUse.js');
       const { createLogger } = await import('../logger.js');
       const { Secrets } = await import('../secrets.js');
       const secrets = new Secrets();
-      const file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      let file: Awaited<ReturnType<typeof loadToolConfig>>;
+      try {
+        file = await loadToolConfig(flags.config, process.cwd(), secrets);
+      } catch (err) {
+        // A config named with --config must load; one merely found in the folder is not what was asked to check.
+        if (flags.config !== undefined) throw err;
+        note(`note: ${DEFAULT_CONFIG_FILE} in ${process.cwd()} could not be read, so the built-in caps and tools apply: ${errorMessage(err)}`);
+        file = { config: {}, secrets };
+      }
       const caps = resolveCaps(file.config.caps);
       // The MCP connection's own log lines would repeat what the warnings say.
       const toolbox = buildToolbox(file.config, file.path, createLogger({ level: 'fatal', secrets }), { secrets });

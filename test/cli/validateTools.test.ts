@@ -132,6 +132,22 @@ describe('stepd validate: tools', () => {
     expect(text.stdout).toMatch(/valid \(4 steps\), 2 warning\(s\)\n {2}warning: steps\.a\.tool: MCP server "gone" could not be reached/);
   });
 
+  it('a broken stepd.config.json found in the folder is a note, but one named with --config is an error', async () => {
+    const cwd = await folderWithConfig({ mcpServers: { kb: { command: '${STEPD_TEST_UNSET_VARIABLE}' } } });
+    const file = await writeJson(flowOf({ a: { tool: 'core.ehco' } }));
+    const found = await validateJson([file], cwd);
+    expect(found.code).toBe(1);
+    expect(found.results[0]!.issues[0]).toMatchObject({ path: 'steps.a.tool' });
+    expect(found.stderr).toContain('stepd.config.json in');
+    expect(found.stderr).toContain('could not be read, so the built-in caps and tools apply: invalid config file');
+    expect(found.stderr).toContain('environment variable STEPD_TEST_UNSET_VARIABLE is not set');
+
+    const named = await runCli(['validate', file, '--config', path.join(cwd, 'stepd.config.json')], { cwd });
+    expect(named.code).toBe(1);
+    expect(named.stdout).toBe('');
+    expect(named.stderr).toContain('environment variable STEPD_TEST_UNSET_VARIABLE is not set');
+  });
+
   it('still refuses a templated tool name and {{results}} in a join output before asking any server', async () => {
     const server = stdioServerFixture();
     const cwd = await folderWithConfig({ mcpServers: { t: server.config } });
