@@ -19,6 +19,8 @@ Examples:
 
 Applying twice changes nothing. Also creates (when this login may) the NOLOGIN roles
 <schema>_executor and <schema>_client and grants them; otherwise prints the SQL a DBA runs.
+Schedules: installs or upgrades pg-boss's schema <schema>_boss beside it (pg-boss's own SQL)
+and grants the two roles on it; a login that may not create it gets that SQL to hand to a DBA.
 A migration file edited after it was applied is reported, never silently re-applied.`,
     )
     .action(async (flags: DatabaseFlags & { json?: boolean }) => {
@@ -40,6 +42,11 @@ A migration file edited after it was applied is reported, never silently re-appl
       if (result.roles.status === 'ready') out(`roles: ${result.roles.executor} (the daemon's) and ${result.roles.client} (other services') are ready`);
       if (result.roles.status === 'needs-dba') {
         out(`roles: this login may not create roles. Ask a DBA (a superuser or a role with CREATEROLE) to run:\n\n${result.rolesSql}\n`);
+      }
+      if (result.boss?.status === 'needs-dba') {
+        out(`schedules: this login may not create or upgrade pg-boss's schema ${result.boss.schema}. Ask a DBA to run:\n\n${result.boss.sql}\n`);
+      } else if (result.boss) {
+        out(`schedules: pg-boss schema ${result.boss.schema} ${result.boss.status === 'ready' ? 'is ready' : result.boss.status} (version ${result.boss.version})`);
       }
       out(`Grant services the contract with: GRANT ${result.roles.client} TO app_service; run the daemon as a member of ${result.roles.executor}.`);
     });

@@ -96,7 +96,8 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
     }
     await client.query('COMMIT');
     result.boss = await migrateBossSchema({ url: opts.url, schema, ...(opts.log ? { log: opts.log } : {}) });
-    if (result.rolesSql) result.rolesSql += `\n${bossGrantStatements(schema).map((s) => `${s};`).join('\n')}`;
+    // The DBA's script grants on pg-boss's schema too, once it exists (else boss.sql creates it).
+    if (result.rolesSql && result.boss.status !== 'needs-dba') result.rolesSql += `\n${bossGrantStatements(schema).map((s) => `${s};`).join('\n')}`;
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

@@ -30,12 +30,18 @@ export function clientDb(client: pg.ClientBase): Db {
   return { executeSql: (text, values) => client.query(text, values) };
 }
 
+/** The schedules queue's options: a tick's job is retried (a lost database) and kept a day. */
+export const SCHEDULE_QUEUE_OPTIONS = { retryLimit: 5, retryDelay: 5, retryBackoff: true, expireInSeconds: 120, deleteAfterSeconds: 86_400 } as const;
+
 export interface BossSchemaResult {
   schema: string;
-  status: 'created' | 'migrated' | 'ready';
-  version: number;
+  /** needs-dba: this login may not create (or upgrade) it; `sql` is what a DBA runs. */
+  status: 'created' | 'migrated' | 'ready' | 'needs-dba';
+  /** The installed pg-boss schema version (null when not installed). */
+  version: number | null;
   /** Whether the executor and client roles were granted what they need (false: roles missing or not the owner). */
   granted: boolean;
+  sql?: string;
 }
 
 /**
@@ -48,28 +54,71 @@ export async function migrateBossSchema(opts: { url: string; schema: string; log
   client.on('error', () => {});
   await client.connect();
   try {
+    // One migrator at a time per schema (concurrent GRANTs on one object can fail); the lock goes with the session.
+    await client.query(`SELECT pg_advisory_lock(hashtextextended('stepd.migrate.boss:' || $1, 0))`, [boss]);
     let status: BossSchemaResult['status'] = 'ready';
-    const before = await installedVersion(client, boss);
-    if (before === null) {
+    const ns = await schemaState(client, boss);
+    if (ns.exists && !ns.usage) {
+      return needsDba(opts, boss, null, `GRANT USAGE ON SCHEMA ${pg.escapeIdentifier(boss)} TO ${pg.escapeIdentifier(ns.me)};  -- then run stepd migrate again`);
+    }
+    const before = ns.exists ? await installedVersion(client, boss) : null;
+    // pg-boss's plans carry their own BEGIN/COMMIT; a failed one leaves its transaction to roll back.
+    const run = async (sql: string) => {
       try {
-        await client.query(getConstructionPlans(boss));
+        await client.query(sql);
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw err;
+      }
+    };
+    if (before === null) {
+      // A DBA need only create the schema for this login; it installs pg-boss into it itself.
+      if (ns.exists ? !ns.owner : !ns.mayCreate) {
+        return needsDba(opts, boss, null, `CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(boss)} AUTHORIZATION ${pg.escapeIdentifier(ns.me)};  -- then run stepd migrate again`);
+      }
+      try {
+        await run(getConstructionPlans(boss, { createSchema: !ns.exists }));
       } catch (err) {
         // Another migrator created it first (pg-boss reports the race as "already exists").
         if ((await installedVersion(client, boss)) === null) throw err;
       }
       status = 'created';
     } else if (before < BOSS_SCHEMA_VERSION) {
-      await client.query(getMigrationPlans(boss, before));
+      if (!(await ownsSchema(client, boss))) return needsDba(opts, boss, before, `${getMigrationPlans(boss, before)};\n${bossGrantStatements(opts.schema).map((x) => `${x};`).join('\n')}`);
+      await run(getMigrationPlans(boss, before));
       status = 'migrated';
     }
     if (status !== 'ready') opts.log?.info({ schema: boss, version: BOSS_SCHEMA_VERSION, status }, 'pg-boss schema ready');
     const manager = new PgBoss({ db: clientDb(client), schema: boss, migrate: false, schedule: false, supervise: false });
-    await manager.createQueue(SCHEDULE_QUEUE, { retryLimit: 5, retryDelay: 5, retryBackoff: true, expireInSeconds: 120, deleteAfterSeconds: 86_400 });
-    const granted = await grantBossSchema(client, opts.schema);
-    return { schema: boss, status, version: (await installedVersion(client, boss)) ?? BOSS_SCHEMA_VERSION, granted };
+    await manager.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
+    const granted = (await ownsSchema(client, boss)) && (await grantBossSchema(client, opts.schema));
+    return { schema: boss, status, version: await installedVersion(client, boss), granted };
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+function needsDba(opts: { schema: string; log?: Logger }, boss: string, version: number | null, sql: string): BossSchemaResult {
+  opts.log?.warn({ schema: boss, version, wanted: BOSS_SCHEMA_VERSION }, 'this login may not create or upgrade the pg-boss schema; schedules wait until a DBA runs the SQL stepd migrate prints');
+  return { schema: boss, status: 'needs-dba', version, granted: false, sql };
+}
+
+/** Whether the schema exists, whether this login owns it or may use it, or may create it. */
+async function schemaState(client: pg.ClientBase, boss: string): Promise<{ exists: boolean; owner: boolean; usage: boolean; mayCreate: boolean; me: string }> {
+  const { rows } = await client.query<{ exists: boolean; owner: boolean | null; usage: boolean | null; may: boolean; me: string }>(
+    `SELECT n.oid IS NOT NULL AS exists, pg_has_role(current_user, n.nspowner, 'USAGE') AS owner,
+            has_schema_privilege(current_user, n.oid, 'USAGE') AS usage,
+            has_database_privilege(current_user, current_database(), 'CREATE') AS may, current_user::text AS me
+       FROM (SELECT 1) one LEFT JOIN pg_namespace n ON n.nspname = $1`,
+    [boss],
+  );
+  const r = rows[0]!;
+  return { exists: r.exists, owner: r.owner === true, usage: r.usage === true, mayCreate: r.may, me: r.me };
+}
+
+async function ownsSchema(client: pg.ClientBase, boss: string): Promise<boolean> {
+  const { rows } = await client.query<{ owner: boolean | null }>(`SELECT pg_has_role(current_user, n.nspowner, 'USAGE') AS owner FROM pg_namespace n WHERE n.nspname = $1`, [boss]);
+  return rows[0]?.owner === true;
 }
 
 async function installedVersion(client: pg.ClientBase, boss: string): Promise<number | null> {
@@ -102,11 +151,6 @@ async function grantBossSchema(client: pg.ClientBase, schema: string): Promise<b
   const r = schemaRoles(schema);
   const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_roles WHERE rolname = ANY($1::text[])', [[r.executor, r.client]]);
   if (rows[0]?.n !== 2) return false;
-  const { rows: own } = await client.query<{ owner: boolean | null }>(
-    `SELECT pg_has_role(current_user, n.nspowner, 'USAGE') AS owner FROM pg_namespace n WHERE n.nspname = $1`,
-    [bossSchemaName(schema)],
-  );
-  if (own[0]?.owner !== true) return false;
   for (const statement of bossGrantStatements(schema)) await client.query(statement);
   return true;
 }

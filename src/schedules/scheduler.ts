@@ -19,7 +19,7 @@ import { createPool, isConnectionError } from '../db/connect.js';
 import { anySchedule, getSchedule, insertScheduledWorkflowUnlessKeyExists, listSchedules } from '../db/queries/schedules.js';
 import { backoffMs } from '../executor/dbOutage.js';
 import type { Logger } from '../logger.js';
-import { bossSchemaName, SCHEDULE_QUEUE } from './bossSchema.js';
+import { bossSchemaName, SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS } from './bossSchema.js';
 import { latestOccurrenceAtOrBefore, tickKey } from './tickTime.js';
 
 /** What a schedule's pg-boss job carries: only the schedule's name (the rest is read from stepd's row). */
@@ -124,6 +124,8 @@ export class Scheduler {
     try {
       await boss.start();
       if (this.stopping) throw new Error('stopping');
+      // Normally created by `stepd migrate`; idempotent (a DBA's script may not have created it).
+      await boss.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
       await boss.work<ScheduleJobData, unknown, { pollingIntervalSeconds: number; batchSize: number; includeMetadata: true }>(
         SCHEDULE_QUEUE,
         { pollingIntervalSeconds: o.pollIntervalSeconds ?? DEFAULT_POLL_SECONDS, batchSize: 10, includeMetadata: true },

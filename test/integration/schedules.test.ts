@@ -7,8 +7,9 @@ import { bossSchemaName, migrateBossSchema, SCHEDULE_QUEUE } from '../../src/sch
 import { addSchedule, removeSchedule, ScheduleError } from '../../src/schedules/scheduleStore.js';
 import { Scheduler } from '../../src/schedules/scheduler.js';
 import { insertWorkflow as insertThroughContract } from '../../src/db/contract.js';
+import { migrate } from '../../src/db/migrate.js';
 import { createClientRole, createLoginRole, createSecuredSchema, ProbeTools, schemaRoles } from '../security/helpers.js';
-import { createTestSchema, getWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { createTestSchema, dropSchemaAndRoles, getWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 const echoFlow = { start: 'say', steps: { say: { tool: 'core.echo', args: { topic: '{{input.topic}}' }, done: true, output: '{{result}}' } } };
 const whoamiFlow = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
@@ -174,6 +175,27 @@ describe('schedules', () => {
       await maintenance.stop({ graceful: false });
     }
     expect(lines).toEqual([]);
+  });
+
+  it("gives a migrator that may not create schemas pg-boss's SQL for a DBA; once run, schedules can be added", async () => {
+    const t = await createTestSchema();
+    const owner = await createLoginRole(t, schemaRoles(t.schema).client, `own_${t.schema}`);
+    const schema = `${t.schema}_own`;
+    await t.db.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${owner.role}`);
+    onCleanup(() => dropSchemaAndRoles(t.db, schema));
+    const first = await migrate({ url: owner.url, schema });
+    expect(first.boss).toMatchObject({ schema: `${schema}_boss`, status: 'needs-dba', version: null });
+    // The DBA creates the schema for the migrator, which then installs pg-boss into it itself.
+    expect(first.boss!.sql).toContain(`CREATE SCHEMA IF NOT EXISTS "${schema}_boss" AUTHORIZATION "${owner.role}"`);
+    expect(first.rolesSql).not.toContain(`${schema}_boss`);
+    await t.db.query(first.rolesSql!);
+    await t.db.query(first.boss!.sql!);
+    const again = await migrate({ url: owner.url, schema });
+    expect(again.boss).toMatchObject({ status: 'created', granted: true });
+    const s: TestSchema = { ...t, schema, q: async (text, values) => (await t.db.query(text.replaceAll('stepd.', `${schema}.`), values)).rows };
+    await putFlow(s, 'report', echoFlow);
+    const row = await onConnection(t.db, schema, (c) => addSchedule(c, schema, { name: 'n', cron: '0 0 * * *', tz: 'UTC', flow: 'report', input: {}, createdBy: null }));
+    expect(row.created).toBe(true);
   });
 
   it('a workflow with a start_at is admitted only once that time has come, woken by its alarm rather than the poll', async () => {
