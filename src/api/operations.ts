@@ -85,8 +85,12 @@ export interface WaitingGate {
   name: string;
   /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
   workflowId?: string;
+  /** What the gate asks: its approval.message as rendered when it started waiting, else the step's description. */
   message?: string;
+  /** Who may approve or reject it. */
   approvers?: string[];
+  /** The last readying the daemon refused (approvers, approval.schema): the gate waits again. */
+  refused?: unknown;
   since: string;
   expiresAt: string | null;
 }
@@ -169,13 +173,17 @@ export class Operations {
       const view = buildStatusViewWithChildren({ workflow: wf, steps: await getWorkflowSteps(this.#deps.db, id) }, below);
       const flows = new Map(below.map((b) => [String(b.workflow.id), b.workflow.flow]));
       const waiting = view.waiting.map((w): WaitingGate => {
+        // The gate row's args (its message rendered when it started waiting) say it best; the flow is the fallback.
         const gate = gateInfo(w.workflowId !== undefined ? flows.get(w.workflowId) : wf.flow, w.name);
+        const message = w.message ?? gate.message;
+        const approvers = w.approvers ?? gate.approvers;
         return {
           stepId: w.stepId,
           name: w.name,
           ...(w.workflowId !== undefined ? { workflowId: w.workflowId } : {}),
-          ...(gate.message !== undefined ? { message: gate.message } : {}),
-          ...(gate.approvers !== undefined ? { approvers: gate.approvers } : {}),
+          ...(message !== undefined ? { message } : {}),
+          ...(approvers !== undefined ? { approvers } : {}),
+          ...(w.refused !== undefined ? { refused: w.refused } : {}),
           since: w.since,
           expiresAt: w.expiresAt,
         };

@@ -54,6 +54,25 @@ describe('workflow operations as a user', () => {
     expect(again.message).toMatch(/^step \d+ \(review, workflow \d+\) is done; only a pending step can be approved$/);
   });
 
+  it('shows a gate\'s approval.message as rendered, refuses data its approval.schema refuses, and shows an approval the daemon refused', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const ops = operations(t);
+    const flow = gated({ message: 'Ship {{input.version}}?', schema: { type: 'object', required: ['approved', 'ticket'] } });
+    const { workflowId } = await ops.startWorkflow('alice', { name: 'release', flow, input: { version: '1.2' } });
+    const gate = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId })).waiting[0], 'the gate to wait');
+    expect(gate.message).toBe('Ship 1.2?');
+    const err = await refusal(ops.approveStep('alice', { stepId: gate.stepId, data: { approved: true } }));
+    expect(err.code).toBe('invalid_input');
+    expect(err.message).toContain('approval.schema');
+    // Readied around the operations (plain SQL) with data the schema refuses: the daemon refuses it and the gate waits again.
+    await t.q(`UPDATE stepd.workflow_steps SET status = 'ready', result = '{"approved": true}', readied_by = 'alice' WHERE id = $1 AND status = 'pending'`, [gate.stepId]);
+    const again = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId })).waiting.find((w) => w.refused !== undefined), 'the refused approval');
+    expect(again.stepId).toBe(gate.stepId);
+    await ops.approveStep('alice', { stepId: gate.stepId, data: { approved: true, ticket: 'T-1' } });
+    expect((await waitForWorkflow(t, workflowId)).status).toBe('completed');
+  });
+
   it('rejects a gate with a reason: the workflow fails with code rejected', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
