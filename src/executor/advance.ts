@@ -146,6 +146,9 @@ export class Advance {
           retryInMs: decision.delayMs,
           ...(origin.itemIndex !== null ? { itemIndex: origin.itemIndex } : {}),
         });
+        // A gate lost while its readying was taken waits for a decision again: a ready row
+        // without a result would read as an approval.
+        if (getStep(this.wf.flow, origin.name).kind === 'gate') return this.gateAgain(origin, pos);
         return this.queue({
           workflowId: this.wf.id,
           name: origin.name,
@@ -326,6 +329,26 @@ export class Advance {
       .filter((s) => (s.transition.kind === 'parallel' || s.transition.kind === 'forEach') && s.transition.join === undefined)
       .map((s) => s.name);
     return this.joinlessForks;
+  }
+
+  /** The next attempt of a gate: pending again, with its rendered message and a fresh timeout. */
+  private async gateAgain(origin: Origin, pos: Position): Promise<void> {
+    const step = getStep(this.wf.flow, origin.name);
+    const timeout = step.approval?.timeoutMs;
+    const attempt = origin.attempt + 1;
+    const id = await this.writer.insertNow({
+      workflowId: this.wf.id,
+      name: origin.name,
+      tool: null,
+      args: origin.args,
+      status: 'pending',
+      attempt,
+      firstAttemptId: origin.firstAttemptId ?? origin.id,
+      ...pos,
+      ...(timeout !== undefined ? { expiresInMs: timeout } : {}),
+    });
+    const message = (origin.args as { message?: unknown } | null)?.message;
+    this.event('step.waiting', { stepId: id, step: origin.name, attempt, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}), ...(typeof message === 'string' ? { message } : {}) });
   }
 
   /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */
