@@ -4,6 +4,7 @@
  * and `details` for a program. The wording lives in the message builders below, shared with the
  * CLI, so a refusal reads the same from `stepd approve`, an MCP tool and a dashboard button.
  */
+import { isConnectionError } from '../db/connect.js';
 import type { FlowIssue } from '../flow/spec.js';
 
 export type OperationErrorCode =
@@ -40,6 +41,17 @@ export class OperationError extends Error {
   toJSON(): { code: string; message: string; retryable: boolean; details?: unknown } {
     return { code: this.code, message: this.message, retryable: this.retryable, ...(this.details !== undefined ? { details: this.details } : {}) };
   }
+}
+
+/** Converts anything a database call threw into an OperationError, once. */
+export function toOperationError(err: unknown): OperationError {
+  if (err instanceof OperationError) return err;
+  if (isConnectionError(err)) return new OperationError('unavailable', `cannot reach the database: ${(err as Error).message}`, { cause: err });
+  const code = (err as { code?: unknown } | null)?.code;
+  // The guard triggers raise check_violation with a message naming the rule.
+  if (code === '23514' || code === '23505') return new OperationError('refused', (err as Error).message, { cause: err });
+  if (code === '22P02' || code === '22003') return new OperationError('invalid_input', (err as Error).message, { cause: err });
+  return new OperationError('internal', err instanceof Error ? err.message : String(err), { cause: err });
 }
 
 /** The HTTP status for an error code (for the dashboard's JSON answers). */

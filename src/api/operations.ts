@@ -15,12 +15,10 @@ import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
 import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
-import { isConnectionError } from '../db/connect.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
-import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
 import type { FlowIssue } from '../flow/spec.js';
@@ -28,9 +26,8 @@ import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
 import {
   OperationError,
+  toOperationError,
   cannotRedriveMessage,
-  inputMismatchMessage,
-  invalidFlowMessage,
   keyTakenMessage,
   parseIdOrFail,
   stepNotFoundMessage,
@@ -39,8 +36,11 @@ import {
   workflowNotFailedMessage,
   workflowNotFoundMessage,
 } from './errors.js';
-import { gateInfo, mayApprove, subWorkflowsOf, toolsCalledBy } from './flowAccess.js';
+import { gateInfo, mayApprove } from './flowAccess.js';
+import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+
+export { toOperationError };
 
 export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
 export const DEFAULT_LIST_LIMIT = 20;
@@ -144,13 +144,13 @@ export class Operations {
     const flow = inline ? parseFlowArg(args.flow) : null;
 
     return this.#db(async () => {
-      if (inline) await this.#checkFlow(user, 'the flow', flow, input);
+      if (inline) await checkFlowForUser(this.#startDeps(), user, { what: 'the flow', flow, input });
       // A registered flow is checked as it will run: the version checked is the version pinned.
       let flowVersion: number | null = null;
       if (!inline) {
         const row = await loadFlowVersion(this.#deps.pool, name, args.version ?? null);
         if (!row) throw new OperationError('not_found', `${await missingFlowMessage(this.#deps.pool, name, args.version ?? null)}; nothing was started`);
-        await this.#checkFlow(user, `flow ${name}@${row.version}`, row.flow, input);
+        await checkFlowForUser(this.#startDeps(), user, { what: `flow ${name}@${row.version}`, flow: row.flow, input });
         flowVersion = row.version;
       }
       const key = args.key === undefined || args.key === '' ? null : args.key;
@@ -297,55 +297,8 @@ export class Operations {
     return this.#deps.caps ? { caps: this.#deps.caps } : {};
   }
 
-  /**
-   * A flow that is valid under the caps, takes this input and calls only tools `user` may call,
-   * itself or through the registered flows its sub-workflow steps start; `what` names it in errors.
-   */
-  async #checkFlow(user: string, what: string, flow: unknown, input: unknown): Promise<void> {
-    const compiled = compileFlow(flow, this.#caps());
-    if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage(what, compiled.issues), { details: { issues: compiled.issues } });
-    const problem = inputSchemaProblem(compiled.flow.inputSchema, input);
-    if (problem) throw new OperationError('invalid_input', inputMismatchMessage(what, problem.issues), { details: { issues: problem.issues } });
-    const policy = this.#deps.permissions;
-    if (!policy || policy.allowsEverything) return;
-    this.#checkTools(user, toolsCalledBy(compiled.flow));
-    await this.#checkSubWorkflowTools(user, subWorkflowsOf(compiled.flow));
-  }
-
-  /**
-   * The tools of the registered flows a flow starts as sub-workflows, breadth first, each
-   * version once, as deep as caps.subWorkflowDepth. A child flow that is missing or invalid is
-   * not refused here: the executor fails that step when it cannot start the child.
-   */
-  async #checkSubWorkflowTools(user: string, refs: { name: string; version: number | null }[]): Promise<void> {
-    const seen = new Set<string>();
-    let level = refs;
-    for (let depth = 0; level.length > 0 && depth < (this.#deps.caps ?? DEFAULT_CAPS).subWorkflowDepth; depth++) {
-      const next: { name: string; version: number | null }[] = [];
-      for (const ref of level) {
-        const row = await loadFlowVersion(this.#deps.pool, ref.name, ref.version);
-        if (!row || seen.has(`${row.name}@${row.version}`)) continue;
-        seen.add(`${row.name}@${row.version}`);
-        const child = compileFlow(row.flow, this.#caps());
-        if (!child.ok) continue;
-        this.#checkTools(user, toolsCalledBy(child.flow), `flow ${row.name}@${row.version}`);
-        next.push(...subWorkflowsOf(child.flow));
-      }
-      level = next;
-    }
-  }
-
-  /** `via` names the sub-workflow's flow when the tools are called through one. */
-  #checkTools(user: string, tools: string[], via?: string): void {
-    const policy = this.#deps.permissions;
-    if (!policy || policy.allowsEverything) return;
-    const denied = tools.filter((t) => !policy.allows(user, t));
-    if (denied.length === 0) return;
-    throw new OperationError(
-      'permission_denied',
-      `user "${user}" may not call tool${denied.length > 1 ? 's' : ''} ${denied.map((t) => `"${t}"`).join(', ')}${via ? ` (called by the sub-workflow ${via})` : ''}; nothing was started`,
-      { details: { user, tools: denied, ...(via ? { via } : {}) } },
-    );
+  #startDeps() {
+    return { pool: this.#deps.pool, ...(this.#deps.permissions ? { permissions: this.#deps.permissions } : {}), ...(this.#deps.caps ? { caps: this.#deps.caps } : {}) };
   }
 
   async #ready(user: string, id: string, verb: 'approved' | 'rejected', result: unknown): Promise<ReadiedStep> {
@@ -424,29 +377,6 @@ export class Operations {
     } catch (err) {
       throw toOperationError(err);
     }
-  }
-}
-
-/** Converts anything a database call threw into an OperationError, once. */
-export function toOperationError(err: unknown): OperationError {
-  if (err instanceof OperationError) return err;
-  if (isConnectionError(err)) return new OperationError('unavailable', `cannot reach the database: ${(err as Error).message}`, { cause: err });
-  const code = (err as { code?: unknown } | null)?.code;
-  // The guard triggers raise check_violation with a message naming the rule.
-  if (code === '23514' || code === '23505') return new OperationError('refused', (err as Error).message, { cause: err });
-  if (code === '22P02' || code === '22003') return new OperationError('invalid_input', (err as Error).message, { cause: err });
-  return new OperationError('internal', err instanceof Error ? err.message : String(err), { cause: err });
-}
-
-/** A flow given as JSON or as its text. */
-function parseFlowArg(flow: unknown): unknown {
-  if (typeof flow !== 'string') return flow;
-  try {
-    return JSON.parse(flow);
-  } catch (err) {
-    throw new OperationError('invalid_flow', `the flow is not valid JSON: ${(err as Error).message}`, {
-      details: { issues: [{ path: '', message: `flow is not valid JSON: ${(err as Error).message}` }] },
-    });
   }
 }
 
