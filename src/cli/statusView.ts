@@ -93,8 +93,9 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
   const steps: StepView[] = rows.map((r) => {
     const info = stepInfo(r.name);
     const finished = r.status === 'done' || r.status === 'failed' || r.status === 'cancelled';
-    // A gate or a timer is claimed only once it is readied or due: its wait is from its creation.
-    const waits = info?.kind === 'gate' || info?.kind === 'timer';
+    // A gate or a timer is claimed only once it is readied or due, a sub-workflow step once its
+    // child ended: its time is from its creation.
+    const waits = info?.kind === 'gate' || info?.kind === 'timer' || info?.kind === 'workflow';
     const view: StepView = {
       id: String(r.id),
       name: r.name,
@@ -102,7 +103,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       tool: r.tool,
       status: r.status,
       attempt: r.attempt,
-      maxAttempts: info && info.kind === 'tool' ? info.retry.maxAttempts : null,
+      maxAttempts: info && (info.kind === 'tool' || info.kind === 'workflow') ? info.retry.maxAttempts : null,
       fanoutId: r.fanout_id === null ? null : String(r.fanout_id),
       itemIndex: r.item_index,
       args: r.args,
