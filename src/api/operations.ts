@@ -193,7 +193,7 @@ export class Operations {
   }
 
   /** Recent workflows, newest first. */
-  async listWorkflows(_user: string, args: { status?: string; name?: string; limit?: number } = {}): Promise<WorkflowSummaryView[]> {
+  async listWorkflows(_user: string, args: { status?: string; name?: string; createdBy?: string; limit?: number } = {}): Promise<WorkflowSummaryView[]> {
     const status = args.status as WorkflowStatus | undefined;
     if (status !== undefined && !WORKFLOW_STATUSES.includes(status)) {
       throw new OperationError('invalid_input', `status must be one of ${WORKFLOW_STATUSES.join(', ')} (got ${JSON.stringify(args.status)})`);
@@ -203,7 +203,7 @@ export class Operations {
       throw new OperationError('invalid_input', `limit must be a whole number from 1 to ${MAX_LIST_LIMIT} (got ${JSON.stringify(args.limit)})`);
     }
     return this.#db(async () => {
-      const rows = await listWorkflowRows(this.#deps.db, { limit, ...(status ? { status } : {}), ...(args.name ? { name: args.name } : {}) });
+      const rows = await listWorkflowRows(this.#deps.db, { limit, ...(status ? { status } : {}), ...(args.name ? { name: args.name } : {}), ...(args.createdBy ? { createdBy: args.createdBy } : {}) });
       const now = new Date();
       return rows.map((r) => toWorkflowSummary(r, now));
     });

@@ -11,8 +11,10 @@ export interface WorkflowSummaryView {
   createdAt: string;
   durationMs: number | null;
   steps: number;
-  /** Gates waiting for approval. */
+  /** Gates waiting for approval, in the workflow and its sub-workflows. */
   waiting: number;
+  /** A sub-workflow's parent. */
+  parentId: string | null;
   error: unknown;
 }
 
@@ -28,6 +30,7 @@ export function toWorkflowSummary(r: WorkflowSummary, now: Date): WorkflowSummar
     durationMs: between(r.started_at, end) ?? null,
     steps: r.step_count,
     waiting: r.waiting,
+    parentId: r.parent_id === null || r.parent_id === undefined ? null : String(r.parent_id),
     error: r.error,
   };
 }

@@ -108,10 +108,11 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     'list_workflows',
     {
       title: 'List workflows',
-      description: 'Recent workflows, newest first, optionally only those with a status or name. "waiting" counts the gates waiting for approval.',
+      description: 'Recent workflows, newest first, optionally only those with a status, a name or running as a user (createdBy). "waiting" counts the gates waiting for approval (sub-workflows included); "parentId" marks a sub-workflow.',
       inputSchema: {
         status: z.enum(WORKFLOW_STATUSES as [string, ...string[]]).optional(),
         name: z.string().min(1).optional(),
+        createdBy: z.string().min(1).optional().describe('only workflows running as this user'),
         limit: z.number().int().min(1).max(MAX_LIST_LIMIT).optional().describe('at most this many (default 20)'),
       },
       annotations: { readOnlyHint: true },

@@ -219,5 +219,7 @@ describe('workflow operations as a user', () => {
     const err = await refusal(ops.cancelWorkflow('alice', { workflowId }));
     expect(err).toMatchObject({ code: 'refused', message: `workflow ${workflowId} (c) is already cancelled; only a new or running workflow can be cancelled` });
     expect((await ops.listWorkflows('alice', { status: 'cancelled' })).map((w) => w.id)).toEqual([workflowId]);
+    await ops.startWorkflow('bob', { name: 'c', flow: gated() });
+    expect((await ops.listWorkflows('alice', { createdBy: 'alice' })).map((w) => [w.id, w.createdBy, w.parentId])).toEqual([[workflowId, 'alice', null]]);
   });
 });
