@@ -11,7 +11,8 @@
 /** pg-boss's previewSchedule: occurrences strictly after `from`, at most `count`. */
 export type PreviewSchedule = (cron: string, options: { tz: string; from: Date; count: number }) => Date[];
 
-const PAGE = 1000;
+/** Occurrences asked for at a time: small, since only those up to the job's time are wanted. */
+const PAGE = 50;
 /** How far back to look for the latest occurrence, widening only when nothing was found. */
 const LOOKBACKS_MS = [61_000, 3_601_000, 86_401_000, 32 * 86_400_000, 367 * 86_400_000, 5 * 366 * 86_400_000];
 
@@ -21,7 +22,7 @@ export function latestOccurrenceAtOrBefore(preview: PreviewSchedule, cron: strin
     let from = new Date(until - back);
     let latest: Date | undefined;
     // Pages of occurrences until one passes `at` (an expression finer than a minute has many).
-    for (let page = 0; page < 100; page++) {
+    for (let page = 0; page < 2_000; page++) {
       const list = preview(cron, { tz, from, count: PAGE });
       let passed = false;
       for (const d of list) {
