@@ -29,7 +29,7 @@ Examples:
   DATABASE_URL=postgres://… STEPD_USER=alice stepd mcp --config /etc/stepd/stepd.config.json
 
 In an MCP client's configuration (Claude Desktop's claude_desktop_config.json):
-  "mcpServers": { "stepd": { "command": "npx", "args": ["stepd", "mcp", "--user", "alice"],
+  "mcpServers": { "stepd": { "command": "node", "args": ["/path/to/stepd/bin/stepd.js", "mcp", "--user", "alice"],
                              "env": { "DATABASE_URL": "postgres://…" } } }
 
 Tools: start_workflow, get_workflow, list_workflows, approve_step, reject_step, cancel_workflow,
