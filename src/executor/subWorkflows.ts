@@ -121,7 +121,12 @@ export async function runClaimedSubWorkflowStep(deps: ClaimedSubWorkflowDeps, ro
   const spec = step.workflow;
   if (!spec) return { status: 'failed', error: { code: 'bad_step', message: `step "${row.name}" is not a sub-workflow step`, retryable: false } };
   // The flow says which workflow; the row recorded the input its first attempt resolved.
-  const request: SubWorkflowRequest = { workflow: spec.name, version: spec.version, input: recordedInput(row.args) };
+  const input = recordedInput(row.args);
+  if (!input) {
+    const message = `step "${row.name}" has no recorded input for its sub-workflow (its workflow.input could not be resolved when the step was created)`;
+    return { status: 'failed', error: { code: 'invalid_input', message, retryable: false } };
+  }
+  const request: SubWorkflowRequest = { workflow: spec.name, version: spec.version, input };
   try {
     return await withTransaction(deps.pool, async (client) => {
       const [parent] = await lockWorkflows(client, [row.workflow_id]);

@@ -69,10 +69,13 @@ export function subWorkflowRequest(step: CompiledStep, scope: TemplateScope): Su
   return { workflow: spec.name, version: spec.version, input };
 }
 
-/** The input a retry (or any later attempt) starts its child with: the one its row recorded. */
-export function recordedInput(args: unknown): Record<string, unknown> {
-  const input = isObject(args) ? args.input : undefined;
-  return isObject(input) ? input : {};
+/**
+ * The input a retry (or any later attempt) starts its child with: the one its row recorded.
+ * Undefined when the row recorded none (its input template failed when the step was created).
+ */
+export function recordedInput(args: unknown): Record<string, unknown> | undefined {
+  const input = isObject(args) && typeof args.workflow === 'string' ? args.input : undefined;
+  return isObject(input) ? input : undefined;
 }
 
 /**
