@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { describe, expect, it } from 'vitest';
-import { CLI, childEnv, envFor } from '../cli/helpers.js';
+import { CLI, childEnv, envFor, runCli } from '../cli/helpers.js';
 import { createTestSchema, onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
 import { CORE_ONLY_CONFIG, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
@@ -41,6 +41,16 @@ describe('stepd mcp (stdio)', () => {
     const t = await createTestSchema();
     await startExecutor(t);
     await approversRefuse(await connect(t, ['--user', 'alice']), 'alice');
+  });
+
+  it('exits 0 when its stdin closes, and 4 with the reason when there is no database', async () => {
+    const t = await createTestSchema();
+    const closed = await runCli(['mcp', '--user', 'alice'], { env: envFor(t) });
+    expect(closed.code).toBe(0);
+    expect(closed.stdout).toBe('');
+    const missing = await runCli(['mcp', '--user', 'alice'], { env: { ...envFor(t), STEPD_SCHEMA: 'no_such_schema' } });
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toContain('has no stepd tables in schema "no_such_schema"');
   });
 
   it('takes the user from STEPD_USER without --user, and answers invalid flows with their issues', async () => {
