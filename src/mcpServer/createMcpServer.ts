@@ -20,7 +20,9 @@ export interface McpServerOptions {
   log?: Logger;
 }
 
-const id = (what: string) => z.string().min(1).describe(`the ${what} id (a string of digits, as returned by the other tools)`);
+/** Ids are strings of digits (bigints); a whole number is taken too, as agents often send one. */
+const id = (what: string) =>
+  z.union([z.string().min(1), z.number().int().positive()]).describe(`the ${what} id: a string of digits, as the other tools return it`);
 const flowArg = z
   .union([z.record(z.string(), z.unknown()), z.string()])
   .describe('the flow JSON: {"start": "first", "steps": {"first": {"tool": "core.echo", "args": {...}, "next": "..."}, ...}} (or its text)');

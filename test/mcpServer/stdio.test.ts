@@ -58,6 +58,10 @@ describe('stepd mcp (stdio)', () => {
     const client = await connect(t, [], { STEPD_USER: 'carol' });
     const started = await ok(client, 'start_workflow', { name: 'x', flow: { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } } });
     expect((await t.q('SELECT created_by FROM stepd.workflows WHERE id = $1', [started.workflowId]))[0]).toEqual({ created_by: 'carol' });
+    const byNumber = await ok(client, 'get_workflow', { workflowId: Number(started.workflowId) });
+    expect(byNumber).toMatchObject({ workflow: { id: started.workflowId } });
+    const badId = await call(client, 'get_workflow', { workflowId: 'seven' });
+    expect(badId).toMatchObject({ isError: true, content: [{ text: 'workflow id must be a positive whole number (got "seven")' }] });
     const invalid = await call(client, 'validate_flow', { flow: { start: 'missing', steps: {} } });
     expect(invalid.isError).toBeFalsy();
     expect(invalid.structuredContent).toMatchObject({ valid: false });
