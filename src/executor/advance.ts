@@ -400,7 +400,8 @@ export class Advance {
     } catch (err) {
       if (!(err instanceof StepError)) throw err;
       // The step cannot even be created (a template names a missing value): it fails for good.
-      const error: ErrorData = { ...err.toJSON(), step: name, retryable: false };
+      // A sub-workflow that could not start keeps its own retryability (unknown_flow may be registered soon).
+      const error: ErrorData = { ...err.toJSON(), step: name, retryable: err instanceof ChildStartError && err.retryable };
       const args = err instanceof ChildStartError ? err.request : null;
       const id = await this.writer.insertNow({ ...base, args, status: 'failed', error });
       const origin: Origin = { ...pos, id, name, attempt: 1, args };

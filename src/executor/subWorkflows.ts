@@ -50,8 +50,8 @@ interface ChildPlan {
 
 /**
  * Looks up the flow a child runs and checks the depth: throws StepError `unknown_flow` (no such
- * flow or version) or `cap_exceeded` (the child would be deeper than caps.subWorkflowDepth).
- * Neither is retryable: the step's onError applies.
+ * flow or version; retryable, so the step's retry applies, then its onError) or `cap_exceeded`
+ * (the child would be deeper than caps.subWorkflowDepth; not retryable).
  */
 async function planChild(db: Queryable, parentId: string, request: SubWorkflowRequest, caps: Readonly<Caps> | undefined): Promise<ChildPlan> {
   const maxDepth = (caps ?? DEFAULT_CAPS).subWorkflowDepth;
@@ -69,7 +69,8 @@ async function planChild(db: Queryable, parentId: string, request: SubWorkflowRe
       found.latest === null
         ? `no flow named "${name}" is registered (store one with: stepd flow put FILE --name ${name})`
         : `flow "${name}" has no version ${request.version} (its latest version is ${found.latest})`;
-    throw new StepError('unknown_flow', message, { retryable: false, details: { name, version: request.version, latest: found.latest } });
+    // Retryable: a flow registered meanwhile (a deploy in progress) lets the step's next attempt start it.
+    throw new StepError('unknown_flow', message, { retryable: true, details: { name, version: request.version, latest: found.latest } });
   }
   return { name: request.workflow, version: found.flow.version, flow: found.flow.flow, maxDepth };
 }

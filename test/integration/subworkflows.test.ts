@@ -117,19 +117,37 @@ describe('sub-workflows', () => {
     expect(await childrenOf(t, id)).toHaveLength(1);
   });
 
-  it('fails the step with unknown_flow when no flow has that name, and onError applies', async () => {
+  it('fails the step with unknown_flow when no flow has that name: retry applies, then onError', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
     const id = await insertWorkflow(t, {
       start: 'sub',
       steps: {
-        sub: { workflow: { name: 'nowhere' }, onError: 'handle' },
+        sub: { workflow: { name: 'nowhere', input: { a: 1 } }, retry: { maxAttempts: 2, initial: '10ms' }, onError: 'handle' },
         handle: { tool: 'core.echo', args: { code: '{{error.code}}' } },
       },
     });
     const wf = await waitForWorkflow(t, id);
     expect(wf.output).toEqual({ code: 'unknown_flow' });
     expect(await childrenOf(t, id)).toHaveLength(0);
+    const steps = await getSteps(t, id);
+    expect(steps.map((s) => [s.name, s.status, s.attempt])).toEqual([
+      ['sub', 'failed', 1],
+      ['sub', 'failed', 2],
+      ['handle', 'done', 1],
+    ]);
+    expect(steps[1]!.args).toEqual({ workflow: 'nowhere', version: null, input: { a: 1 } });
+    expect(steps[1]!.error).toMatchObject({ code: 'unknown_flow', retryable: true, details: { name: 'nowhere', latest: null } });
+  });
+
+  it('a retry after unknown_flow starts the child once the flow is registered', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, { start: 'sub', steps: { sub: { workflow: { name: 'soon' }, retry: { maxAttempts: 5, initial: '300ms', jitter: false }, done: true, output: '{{result}}' } } });
+    await waitFor(async () => (await getSteps(t, id)).find((s) => s.status === 'failed'), 'the first attempt to fail');
+    await registerFlow(t, 'soon', { start: 'a', steps: { a: { tool: 'core.echo', args: { ok: true }, done: true, output: '{{result}}' } } });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf).toMatchObject({ status: 'completed', output: { ok: true } });
   });
 
   it('joins the outputs of one child per forEach item in input order', async () => {
@@ -281,7 +299,11 @@ describe('sub-workflows and redrive', () => {
   it('a parent that failed because its child flow was missing completes when redriven after the flow is registered', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
-    const id = await insertWorkflow(t, { start: 'sub', steps: { sub: { workflow: { name: 'later', input: { x: '{{input.x}}' } }, done: true, output: '{{result}}' } } }, { x: 5 });
+    const id = await insertWorkflow(
+      t,
+      { start: 'sub', steps: { sub: { workflow: { name: 'later', input: { x: '{{input.x}}' } }, retry: { maxAttempts: 1 }, done: true, output: '{{result}}' } } },
+      { x: 5 },
+    );
     expect((await waitForWorkflow(t, id)).error).toMatchObject({ code: 'unknown_flow', step: 'sub' });
     await registerFlow(t, 'later', { start: 'a', steps: { a: { tool: 'core.echo', args: { x: '{{input.x}}' }, done: true, output: '{{result}}' } } });
 
