@@ -21,7 +21,7 @@ async function childOf(t: TestSchema, parentId: string): Promise<WorkflowRow> {
 describe('sub-workflows and the trust boundary', () => {
   it('a child runs as its parent, with the role that wrote the parent answering for it', async () => {
     const { t, client } = await setUp();
-    const [{ id }] = await client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow) VALUES ('p', $1) RETURNING id`, [JSON.stringify(PARENT)]);
+    const id = (await client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow) VALUES ('p', $1) RETURNING id`, [JSON.stringify(PARENT)]))[0]!.id;
     const child = await childOf(t, id);
     await waitForStep(t, child.id, 'ok', 'pending');
     const parent = (await t.q<WorkflowRow>(`SELECT * FROM stepd.workflows WHERE id = $1`, [id]))[0]!;
@@ -49,7 +49,7 @@ describe('sub-workflows and the trust boundary', () => {
 
   it('a client cannot complete the waiting step: not by readying it, not with a forged executor marker, not by clearing child_id', async () => {
     const { t, client } = await setUp();
-    const [{ id }] = await client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow) VALUES ('p', $1) RETURNING id`, [JSON.stringify(PARENT)]);
+    const id = (await client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow) VALUES ('p', $1) RETURNING id`, [JSON.stringify(PARENT)]))[0]!.id;
     const child = await childOf(t, id);
     await waitForStep(t, child.id, 'ok', 'pending');
     const [sub] = await getSteps(t, id);
