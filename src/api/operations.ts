@@ -16,6 +16,7 @@ import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
+import type { ClientsConfig } from '../configFile.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
@@ -36,6 +37,7 @@ import {
   workflowNotFailedMessage,
   workflowNotFoundMessage,
 } from './errors.js';
+import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
@@ -56,6 +58,12 @@ export interface OperationsDeps {
   permissions?: PermissionPolicy;
   /** The operator's caps, for validation. */
   caps?: Readonly<Caps>;
+  /**
+   * Given: check up front that the connection's database role may act as the user (config
+   * `clients`), as admission and the daemon's approval check do. Leave it out when the pool's
+   * role is trusted anyway (the daemon's own).
+   */
+  actAs?: { clients: ClientsConfig | undefined };
   /** The tools the daemon can call (built-ins and configured MCP servers), for listTools. */
   listTools?: () => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
 }
@@ -153,6 +161,7 @@ export class Operations {
         await checkFlowForUser(this.#startDeps(), user, { what: `flow ${name}@${row.version}`, flow: row.flow, input });
         flowVersion = row.version;
       }
+      if (this.#deps.actAs) await refuseUnlessRoleActsAs(this.#deps.pool, this.#deps.actAs.clients, user, { doing: 'start workflows', consequence: 'nothing was started' });
       const key = args.key === undefined || args.key === '' ? null : args.key;
       const created = await insertWorkflow(this.#deps.pool, { name, flow, flowVersion, input: input as Record<string, unknown>, createdBy: user, key });
       if (created) return { workflowId: String(created.id), name: created.name, status: created.status, created: true };
@@ -313,6 +322,7 @@ export class Operations {
           { details: { user, approvers: gate.approvers } },
         );
       }
+      if (gate.approvers !== undefined && this.#deps.actAs) await refuseUnlessRoleActsAs(this.#deps.pool, this.#deps.actAs.clients, user, { doing: 'approve', consequence: 'nothing was readied' });
       // The gate's approval.schema: refused here with paths, as the executor would refuse it.
       const issues = approvalDataIssuesInFlow(wf?.flow, step.name, result);
       if (issues.length > 0) {

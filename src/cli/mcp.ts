@@ -66,6 +66,8 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
     schema: ctx.schema,
     permissions: createPermissionPolicy(file.config.permissions),
     caps: resolveCaps(file.config.caps),
+    // The agent's database role may not be trusted: whom it may act as is said before anything is written.
+    actAs: { clients: file.config.clients },
     listTools: () => listAllTools(tools),
   });
   const server = createMcpServer(ops, user, { log });
