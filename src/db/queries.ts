@@ -14,3 +14,5 @@ export * from './queries/flows.js';
 export * from './queries/gates.js';
 export * from './queries/redrive.js';
 export * from './queries/subWorkflows.js';
+export * from './queries/schedules.js';
+export * from './queries/startAt.js';
