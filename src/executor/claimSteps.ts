@@ -40,6 +40,7 @@ import { EVENTS_CHANNEL } from '../events.js';
 import { DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { LimitPolicy } from '../tools/limits.js';
+import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
 
@@ -65,6 +66,8 @@ export interface ClaimDeps {
   log: Logger;
   fairness: FairClaimState;
   limits?: LimitPolicy;
+  /** Told how long each claim took and what it claimed. */
+  metrics?: ExecutorMetrics;
 }
 
 export interface Claim {
@@ -98,6 +101,7 @@ interface Poisoned {
  * gates, due timers), which an executor claims even when every tool slot is busy.
  */
 export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean } = {}): Promise<Claim> {
+  const startedAt = performance.now();
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
   const toollessOnly = opts.toollessOnly === true;
   const limited = deps.limits !== undefined && !deps.limits.unlimited && !toollessOnly;
@@ -127,6 +131,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
     }
   }
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
+  deps.metrics?.claimed((performance.now() - startedAt) / 1000, rows.length);
   return { rows, moreReady, cancelledRunning };
 }
 

@@ -36,6 +36,9 @@ import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
+import { NO_METRICS, stepResultLabel, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
+import { NO_TRACING, type StepTrace, type StepTracing } from '../telemetry/stepTracing.js';
+import type { Outcome } from './advance.js';
 
 export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
 import type { ExecutorOptions } from './options.js';
@@ -56,6 +59,10 @@ export interface ExecutorDeps {
   /** The operator's caps (config `caps`); defaults in src/flow/caps.ts. */
   caps?: CapsConfig;
   random?: () => number;
+  /** Where claims, outcome transactions and steps are counted (default: nowhere). */
+  metrics?: ExecutorMetrics;
+  /** Spans of steps, tool calls and ended workflows (default: none). */
+  tracing?: StepTracing;
 }
 
 export class Executor {
@@ -69,6 +76,8 @@ export class Executor {
   private readonly outcomes: OutcomeQueue;
   private readonly outage: DatabaseOutage;
   private readonly heartbeat: Heartbeat;
+  private readonly metrics: ExecutorMetrics;
+  private readonly tracing: StepTracing;
   /** Set when the database came back: check which running steps are really ours. */
   private reconcilePending = false;
   private readonly slots: Slots;
@@ -100,6 +109,8 @@ export class Executor {
     private readonly deps: ExecutorDeps,
   ) {
     this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
+    this.metrics = deps.metrics ?? NO_METRICS;
+    this.tracing = deps.tracing ?? NO_TRACING;
     this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
@@ -135,6 +146,7 @@ export class Executor {
       emitEvents: opts.emitEvents,
       leaseGraceMs: opts.leaseGraceMs,
       clients: deps.clients,
+      onWorkflowsEnded: this.tracing.enabled ? (ids) => this.tracing.workflowsEnded(this.pool, ids) : undefined,
     };
     this.outcomes = new OutcomeQueue({
       // Outcomes recorded alone (deferred: heavy, or their workflow locked elsewhere) may take long:
@@ -144,6 +156,7 @@ export class Executor {
       onFailure: (err) => this.outage.failed(err, 'outcomes'),
       onRecorded: () => this.outage.succeeded(),
       log: deps.log,
+      metrics: this.metrics,
     });
     this.slots = new Slots(opts.concurrency, () => this.outcomes.size);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
@@ -369,6 +382,7 @@ export class Executor {
       emitEvents: this.opts.emitEvents,
       log: this.deps.log,
       fairness: this.fairness,
+      metrics: this.metrics,
       ...(this.deps.limits ? { limits: this.deps.limits } : {}),
     };
   }
@@ -386,25 +400,42 @@ export class Executor {
   }
 
   private startTask(row: ClaimedStep): void {
-    this.running.start(row.id, row.workflow_id, row.tool !== null, (task) => this.runTask(row, task));
+    this.running.start(row.id, row.workflow_id, row.tool !== null, (task) => this.measuredTask(row, task));
   }
 
-  private async runTask(row: ClaimedStep, task: RunningTask): Promise<void> {
+  /** Runs the step's task inside its metrics and its trace span. */
+  private async measuredTask(row: ClaimedStep, task: RunningTask): Promise<void> {
+    const started = performance.now();
+    this.metrics.stepStarted(row.tool, row.attempt);
+    const span = this.tracing.startStep({ workflowId: row.workflow_id, stepId: row.id, stepName: row.name, attempt: row.attempt, tool: row.tool });
+    let outcome: Outcome | undefined;
+    try {
+      outcome = await this.runTask(row, task, span);
+    } finally {
+      this.metrics.stepEnded(row.tool, (performance.now() - started) / 1000, outcome && stepResultLabel(outcome));
+      span.end(outcome);
+    }
+  }
+
+  /** Runs a claimed step and queues its outcome; returns it (undefined: no outcome from here). */
+  private async runTask(row: ClaimedStep, task: RunningTask, trace: StepTrace): Promise<Outcome | undefined> {
     const log = this.deps.log;
     const started = Date.now();
     const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
     // A readied gate whose approvers or schema refuse the readying waits again: no outcome.
     const gate = wf?.flow.steps.get(row.name);
-    if (gate?.kind === 'gate' && (await refuseReadyingIfNotAllowed(this.tx, row, gate))) return;
-    const outcome = await runClaimedStep(this.runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
+    if (gate?.kind === 'gate' && (await refuseReadyingIfNotAllowed(this.tx, row, gate))) return undefined;
+    const runDeps = this.tracing.enabled ? { ...this.runDeps, trace } : this.runDeps;
+    const outcome = await runClaimedStep(runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
     // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
-    if (task.released || outcome === undefined) return;
+    if (task.released || outcome === undefined) return undefined;
     const ms = Date.now() - started;
     if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
     // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
     // with claiming and running the next steps. stop() waits for the queue to drain.
     void this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    return outcome;
   }
 
   /**
@@ -453,7 +484,9 @@ export class Executor {
     // Redrive requests are looked for at every sweep too, even while the loop never idles.
     this.redrivePending = true;
     try {
-      await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
+      const report = await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
+      this.metrics.rescued('executor_dead', report.orphaned);
+      this.metrics.rescued('lease_expired', report.lost);
       await this.abortStepsNoLongerOurs();
     } catch (err) {
       if (!this.outage.failed(err, 'watchdog')) this.deps.log.error({ err }, 'watchdog sweep failed');

@@ -9,6 +9,7 @@
  * few times; after that the step's lease runs out and the watchdog retries it.
  */
 import type { Logger } from '../logger.js';
+import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { backoffMs } from './dbOutage.js';
 import type { FinishInput, TxResult } from './transactions.js';
 
@@ -20,6 +21,8 @@ export interface OutcomeQueueOptions {
   /** Told after each batch that was recorded. */
   onRecorded?: () => void;
   log: Logger;
+  /** Told how long each recording transaction took and how many outcomes it recorded. */
+  metrics?: ExecutorMetrics;
   maxBatch?: number;
   /** Attempts for failures other than a lost connection. */
   maxAttempts?: number;
@@ -125,6 +128,7 @@ export class OutcomeQueue {
       let lostConnections = 0;
       while (!this.abandoned) {
         while (this.gate) await this.gate;
+        const recordStart = performance.now();
         const recording = this.opts.record(this.batch.map((b) => b.input));
         this.recording = recording.then(
           () => {},
@@ -133,6 +137,7 @@ export class OutcomeQueue {
         try {
           const result = await recording;
           this.recording = undefined;
+          this.opts.metrics?.outcomesRecorded((performance.now() - recordStart) / 1000, result.recorded.size);
           this.opts.onRecorded?.();
           this.opts.onResult(result);
           deferred = new Map((result.deferred ?? []).map((d) => [d.stepId, d]));

@@ -9,6 +9,7 @@ import type { ToolRegistry } from '../tools/registry.js';
 import { valueCapError, type Caps } from '../flow/caps.js';
 import type { Outcome } from './advance.js';
 import type { StepProgressSink } from './stepProgress.js';
+import type { StepTrace } from '../telemetry/stepTracing.js';
 
 export interface StepPolicy {
   /** Throws StepError('permission_denied') when `user` may not call `tool`. */
@@ -25,6 +26,8 @@ export interface RunStepDeps {
   subWorkflow?: (row: ClaimedStep, step: CompiledStep) => Promise<Outcome | undefined>;
   /** Where a tool call's progress reports go (one sink per attempt); none: they are dropped. */
   progress?: (row: ClaimedStep) => StepProgressSink;
+  /** The trace span of this step attempt: the tool call runs in a child span whose traceparent the tool passes on. */
+  trace?: StepTrace;
 }
 
 /**
@@ -113,7 +116,7 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
   const progress = deps.progress?.(row);
   try {
     // A tool that ignores its signal must not hold the step past its timeout.
-    return await Promise.race([
+    const call = (traceparent: string | undefined) =>
       deps.tools.call(tool, row.args ?? {}, {
         workflowId: row.workflow_id,
         stepId: row.id,
@@ -123,7 +126,10 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
         idempotencyKey: `${row.workflow_id}:${row.name}:${row.first_attempt_id ?? row.id}`,
         signal: combined,
         ...(progress ? { onProgress: progress.report } : {}),
-      }),
+        ...(traceparent ? { traceparent } : {}),
+      });
+    return await Promise.race([
+      deps.trace ? deps.trace.toolCall(tool, call) : call(undefined),
       timedOut,
       aborted,
     ]);

@@ -41,6 +41,8 @@ export interface TxDeps extends AdvanceDeps {
   executorId: string;
   /** Which users each database role may start workflows as (config `clients`). */
   clients?: ClientsConfig | undefined;
+  /** Told, after commit, of the workflows a transaction ended (completed or failed): their trace spans. */
+  onWorkflowsEnded?: ((workflowIds: string[]) => void) | undefined;
 }
 
 export interface TxResult {
@@ -223,10 +225,13 @@ async function inWriterTransaction<T>(
 ): Promise<T> {
   let writer: TxWriter | undefined;
   try {
-    return await withTransaction(deps.pool, async (client) => {
+    const result = await withTransaction(deps.pool, async (client) => {
       writer = new TxWriter(client, deps.schema, claim);
       return fn(client, writer);
     });
+    const ended = (writer as TxWriter | undefined)?.endedWorkflows;
+    if (ended && ended.length > 0) deps.onWorkflowsEnded?.(ended);
+    return result;
   } catch (err) {
     writer?.releaseClaims();
     throw err;
@@ -369,7 +374,7 @@ function storableProblem(error: (ErrorData & { issues: { path: string; message: 
 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */
 export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Promise<TxResult> {
-  return withTransaction(deps.pool, async (client) => {
+  const r = await withTransaction(deps.pool, async (client): Promise<TxResult> => {
     const [locked] = await lockWorkflows(client, [workflowId]);
     if (!locked || locked.status !== 'running') return empty();
     const error = { code: 'deadline', message: 'workflow ran past its timeout' };
@@ -383,4 +388,6 @@ export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Pro
     deps.log.info({ workflowId, error }, 'workflow failed');
     return { ...empty(), cancelledRunning, recorded: new Set([workflowId]) };
   });
+  if (r.recorded.size > 0) deps.onWorkflowsEnded?.([workflowId]);
+  return r;
 }

@@ -43,6 +43,8 @@ export class TxWriter {
   private readonly counts = new Map<string, number>();
   /** Workflows whose chain ended at the top level: completed at the end if nothing is live. */
   private readonly ends = new Map<string, { output: unknown; done: (completed: boolean) => void }>();
+  /** Workflows this transaction ended (completed or failed): told after commit (TxDeps.onWorkflowsEnded). */
+  readonly endedWorkflows: string[] = [];
   /** Workflows this transaction completed through `completeIfIdle`. */
   readonly completedIdle = new Set<string>();
 
@@ -63,6 +65,7 @@ export class TxWriter {
 
   event(e: StepdEvent): void {
     this.events.push(e);
+    if (e.type === 'workflow.completed' || e.type === 'workflow.failed') this.endedWorkflows.push(e.workflowId);
   }
 
   /** Queues a row; a step ready now may be claimed on creation (see ClaimOnCreate). */

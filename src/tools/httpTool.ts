@@ -126,6 +126,8 @@ export class HttpToolProvider implements ToolProvider {
       for (const v of Array.isArray(value) ? value : [value]) url.searchParams.append(key, String(v));
     }
     const headers = requestHeaders(args.headers, ctx.idempotencyKey);
+    // The tool call's span, unless the flow sets its own traceparent.
+    if (ctx.traceparent && !headers.has('traceparent')) headers.set('traceparent', ctx.traceparent);
     let body: string | undefined;
     if (args.body !== undefined) {
       if (method === 'GET' || method === 'HEAD') throw badArgs(`a ${method} request cannot have a body`);

@@ -20,6 +20,11 @@ export interface ToolContext {
    * emits `step.progress`; reports after the call returned are ignored. Absent outside the executor.
    */
   onProgress?: (progress: ToolProgress) => void;
+  /**
+   * The W3C traceparent of the tool call's span when tracing is on: `http.request` sends it as a
+   * header, MCP calls in `_meta`. Absent when not traced.
+   */
+  traceparent?: string;
 }
 
 /** One progress report: `progress` so far (a number that grows), of `total` when known. */

@@ -92,6 +92,8 @@ export class McpServerProvider implements ToolProvider {
       attempt: ctx.attempt,
       user: ctx.user,
       idempotencyKey: ctx.idempotencyKey,
+      // The tool call's span (W3C trace context in _meta, as MCP's OpenTelemetry conventions carry it).
+      ...(ctx.traceparent ? { traceparent: ctx.traceparent } : {}),
     };
     return this.#withSession(async (session) => {
       // The step's own signal, or the connection breaking under the call: whichever comes first.

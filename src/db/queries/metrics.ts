@@ -1,0 +1,47 @@
+/**
+ * What /metrics reads from the database at scrape time. Each count is capped (it stops at the
+ * cap, so a scrape costs at most that many index entries whatever the backlog) and served by
+ * an index: workflows_new_idx and workflows_status_created_idx for the statuses,
+ * workflow_steps_ready_idx (partial on status = 'ready') for the ready queue. The caller runs
+ * them under a statement timeout on a connection of its own (src/telemetry/databaseGauges.ts).
+ */
+import type { Queryable } from './common.js';
+
+export const WORKFLOW_STATUSES = ['new', 'running', 'completed', 'failed', 'cancelled'] as const;
+
+export interface QueueGauges {
+  /** Workflows per status, each count stopping at its cap. */
+  workflows: Record<(typeof WORKFLOW_STATUSES)[number], number>;
+  /** Steps ready to be claimed now (ready_at reached), stopping at the cap. */
+  readySteps: number;
+  /** Seconds the oldest step ready now has waited; 0 when none waits. */
+  oldestReadySeconds: number;
+}
+
+export interface QueueGaugeCaps {
+  /** Cap of the `new` and `running` counts and of the ready queue. */
+  live: number;
+  /** Cap of the `completed`, `failed` and `cancelled` counts (they only grow). */
+  finished: number;
+}
+
+/** The workflow counts by status and the ready queue, each count bounded by its cap, in one statement. */
+export async function readQueueGaugesCapped(db: Queryable, caps: QueueGaugeCaps): Promise<QueueGauges> {
+  const { rows } = await db.query<{ status: string; n: number }>({
+    name: 'stepd_metrics_queue_gauges',
+    text: `SELECT s.status,
+                  (SELECT count(*) FROM (SELECT 1 FROM workflows w WHERE w.status = s.status
+                                          LIMIT CASE WHEN s.status IN ('new', 'running') THEN $1::int ELSE $2::int END) c)::int AS n
+             FROM unnest(ARRAY['new', 'running', 'completed', 'failed', 'cancelled']) AS s(status)
+           UNION ALL
+           SELECT 'ready', (SELECT count(*) FROM (SELECT 1 FROM workflow_steps
+                                                   WHERE status = 'ready' AND ready_at <= now() LIMIT $1::int) r)::int
+           UNION ALL
+           SELECT 'oldest', coalesce((SELECT extract(epoch FROM now() - min(ready_at))
+                                        FROM workflow_steps WHERE status = 'ready' AND ready_at <= now()), 0)::float8`,
+    values: [caps.live, caps.finished],
+  });
+  const byName = new Map(rows.map((r) => [r.status, Number(r.n)]));
+  const workflows = Object.fromEntries(WORKFLOW_STATUSES.map((s) => [s, byName.get(s) ?? 0])) as QueueGauges['workflows'];
+  return { workflows, readySteps: byName.get('ready') ?? 0, oldestReadySeconds: Math.max(0, byName.get('oldest') ?? 0) };
+}
