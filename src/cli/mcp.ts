@@ -44,7 +44,7 @@ retry_workflow, validate_flow, list_flows, list_tools. See docs/mcp-server.md.`,
 
 async function serve(ctx: ClientContext, user: string, configPath: string | undefined): Promise<void> {
   // Loaded here: the MCP SDK and the toolbox are heavy and other commands do not need them.
-  const [{ StdioServerTransport }, { createMcpServer }, { Operations }, toolbox, { Secrets }, { createLogger }, { createPermissionPolicy }, { resolveCaps }, { listAllTools }] =
+  const [{ StdioServerTransport }, { createMcpServer }, { Operations }, toolbox, { Secrets }, { createLogger }, { createPermissionPolicy }, { resolveCaps }, { listAllTools }, notifications] =
     await Promise.all([
       import('@modelcontextprotocol/sdk/server/stdio.js'),
       import('../mcpServer/createMcpServer.js'),
@@ -55,6 +55,7 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
       import('../tools/permissions.js'),
       import('../flow/caps.js'),
       import('../mcpServer/listAllTools.js'),
+      import('../mcpServer/resourceNotifications.js'),
     ]);
   const secrets = new Secrets();
   const log = createLogger({ level: process.env.STEPD_LOG_LEVEL ?? 'warn', secrets });
@@ -71,7 +72,9 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
     listTools: () => listAllTools(tools),
   });
   const server = createMcpServer(ops, user, { log });
+  const subscribed = notifications.prepareResourceSubscriptions(server);
   const transport = new StdioServerTransport();
+  let live: ReturnType<typeof notifications.startResourceNotifications> | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
       transport.onclose = () => resolve();
@@ -80,9 +83,15 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
       process.stdin.once('close', stop);
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
-      server.connect(transport).catch(reject);
+      server
+        .connect(transport)
+        .then(() => {
+          live = notifications.startResourceNotifications(server, subscribed, { url: ctx.url, schema: ctx.schema, log });
+        })
+        .catch(reject);
     });
   } finally {
+    await (await live)?.close();
     await server.close().catch(() => {});
     await tools.registry.close();
   }

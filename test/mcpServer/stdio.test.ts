@@ -2,11 +2,12 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { CLI, childEnv, envFor, runCli } from '../cli/helpers.js';
-import { createTestSchema, onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
+import { createTestSchema, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
-import { CORE_ONLY_CONFIG, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+import { CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
 
 /** `stepd mcp --user USER` as a child process, with the SDK's Client on its stdio. */
 async function connect(t: TestSchema, args: string[], env: Record<string, string> = {}): Promise<Client> {
@@ -41,6 +42,33 @@ describe('stepd mcp (stdio)', () => {
     const t = await createTestSchema();
     await startExecutor(t);
     await approversRefuse(await connect(t, ['--user', 'alice']), 'alice');
+  });
+
+  it('notifies a subscribed workflow resource as it moves, and that the list of running workflows changed', async () => {
+    const t = await createTestSchema();
+    const client = await connect(t, ['--user', 'alice']);
+    const updates: string[] = [];
+    let listChanged = 0;
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+      updates.push(n.params.uri);
+    });
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+      listChanged++;
+    });
+    const { workflowId } = await ok(client, 'start_workflow', { name: 'release', flow: GATED_FLOW, input: { version: '3' } });
+    const uri = `stepd://workflows/${workflowId}`;
+    await client.subscribeResource({ uri });
+    // The daemon starts after the subscription, so every event of this workflow comes after it.
+    await startExecutor(t);
+    await waitFor(() => updates.includes(uri), 'a resources/updated notification');
+    await waitFor(() => listChanged > 0, 'a resources/list_changed notification');
+    const gate = await waitFor(async () => ((await ok(client, 'get_workflow', { workflowId })).waiting as { stepId: string }[])[0], 'the gate');
+    const before = updates.length;
+    await client.unsubscribeResource({ uri });
+    await ok(client, 'approve_step', { stepId: gate.stepId });
+    await waitForWorkflow(t, workflowId);
+    await waitFor(async () => (await ok(client, 'list_workflows', { status: 'completed' })).workflows, 'the list');
+    expect(updates.length).toBe(before);
   });
 
   it('exits 0 when its stdin closes, and 4 with the reason when there is no database', async () => {
