@@ -14,6 +14,8 @@ import { databaseUrlFrom } from '../config.js';
 import { Secrets } from '../secrets.js';
 import { httpSettingsFrom, type HttpFlags } from '../http/httpSettings.js';
 import type { RunningHttpServer } from '../http/server.js';
+import type { PromMetrics } from '../telemetry/promMetrics.js';
+import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
 
@@ -81,13 +83,18 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       let executor: Executor | undefined;
       let http: RunningHttpServer | undefined;
       let scheduler: Scheduler | undefined;
+      // /metrics (with --http) and traces (when OTEL_* asks for them): loaded only when used.
+      let metrics: PromMetrics | undefined;
+      let tracing: StepTracing = NO_TRACING;
       try {
+        if (httpSettings) metrics = new (await import('../telemetry/promMetrics.js')).PromMetrics({ database: { databaseUrl: url, schema: options.schema, log } });
+        tracing = await (await import('../telemetry/tracingFromEnv.js')).tracingFromEnv({ databaseUrl: url, schema: options.schema, executorId: options.executorId, log });
         const migrated = await migrate({ url, schema: options.schema, log });
         log.info({ schema: options.schema, applied: migrated.applied.length }, 'schema ready');
         if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
         if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
         await probeMcpServers(toolbox, log);
-        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}) });
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
         if ((flags as { schedules?: boolean }).schedules !== false) {
@@ -106,12 +113,15 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             permissions: toolbox.permissions,
             ...(file.config.caps ? { caps: file.config.caps } : {}),
             listTools: async () => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox),
+            ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }
       } catch (err) {
         await http?.close().catch(() => {});
         await scheduler?.stop().catch(() => {});
         await executor?.stop({ graceMs: 0 }).catch(() => {});
+        await metrics?.close().catch(() => {});
+        await tracing.shutdown().catch(() => {});
         await toolbox.registry.close().catch(() => {});
         await embedded?.stop().catch((e: unknown) => log.error({ err: e }, 'could not stop the embedded PostgreSQL'));
         throw isConnectionError(err) ? new CliError(`cannot reach the database at ${redactUrl(url)}: ${(err as Error).message}`, EXIT.unreachable) : toCliError(err);
@@ -122,7 +132,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       const announceReady = () => {
         if (embedded) out(`stepd: embedded PostgreSQL ready — DATABASE_URL=${embedded.url}`);
         else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
-        if (http) out(`stepd: dashboard at ${http.url}/ (MCP at ${http.url}/mcp)`);
+        if (http) out(`stepd: dashboard at ${http.url}/ (MCP at ${http.url}/mcp, metrics at ${http.url}/metrics)`);
       };
       await waitForStop(
         async () => {
@@ -130,6 +140,8 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
             await scheduler?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the schedules'));
             await running.stop();
+            await metrics?.close().catch((err: unknown) => log.error({ err }, 'could not close the metrics'));
+            await tracing.shutdown().catch((err: unknown) => log.error({ err }, 'could not export the last trace spans'));
             await toolbox.registry.close();
           } finally {
             await embedded?.stop();
