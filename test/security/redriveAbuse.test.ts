@@ -1,0 +1,94 @@
+/**
+ * Redrive (sql/0009, src/executor/redrive*.ts) from a client's side: a redrive gives failed steps
+ * new attempts as the workflow's own user, so it must never turn a refusal into a run. A workflow
+ * refused at admission (permission_denied) is not redriven into running; a step refused a tool
+ * (permission_denied) is refused again on its new attempt, the tool never called; the stamps a
+ * redrive leaves are the database's and the executor's only.
+ */
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { StepdFileConfig } from '../../src/configFile.js';
+import { clientInsert, getSteps, refused, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
+
+const WHOAMI = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
+// `restricted` may call core.* only (users' patterns add to the defaults); the bystander its probe.
+const PERMS: StepdFileConfig['permissions'] = { default: ['core.*'], users: { bystander: ['probe.*'] } };
+
+async function redrive(q: (text: string, values?: unknown[]) => Promise<unknown[]>, id: string): Promise<unknown[]> {
+  return q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed' RETURNING id`, [id]);
+}
+
+describe('a redrive never turns a refusal into a run', () => {
+  it('a workflow refused at admission (permission_denied) is refused again when redriven; nothing runs', async () => {
+    const env = await securityEnv({ config: { permissions: PERMS, clients: {} } });
+    const id = await clientInsert(env.client, WHOAMI, { user: 'admin' });
+    const failed = await waitForWorkflow(env.t, id);
+    expect(failed.error).toMatchObject({ code: 'permission_denied' });
+
+    const requested = await redrive(env.client.q, id).catch((e: Error) => e);
+    if (Array.isArray(requested) && requested.length === 1) {
+      // The guard let the request through (the flow was pinned at admission): the executor must refuse it.
+      const again = await waitFor(async () => {
+        const wf = await env.t.q(`SELECT status, error, redrive_requested_at FROM stepd.workflows WHERE id = $1`, [id]);
+        return wf[0].status === 'failed' && wf[0].redrive_requested_at === null ? wf[0] : undefined;
+      }, 'the redrive to be decided');
+      expect(again.error).toMatchObject({ code: 'redrive_refused', details: { error: { code: 'permission_denied' } } });
+    } else {
+      expect(String(requested)).toMatch(/redriven|admitted/);
+    }
+    expect(await getSteps(env.t, id)).toEqual([]);
+    expect(env.probe.callsOf(id)).toEqual([]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('a step refused its tool (permission_denied) is refused again on the redriven attempt; the tool is never called', async () => {
+    const role = `atk_${randomBytes(5).toString('hex')}`;
+    const env = await securityEnv({ clientName: role, config: { permissions: PERMS, clients: { [role]: { actAs: ['restricted'] } } } });
+    const id = await clientInsert(env.client, WHOAMI, { user: 'restricted' });
+    const failed = await waitForWorkflow(env.t, id);
+    expect(failed.status).toBe('failed');
+    expect(JSON.stringify(failed.error)).toContain('permission_denied');
+    expect(await redrive(env.client.q, id)).toHaveLength(1);
+    const again = await waitFor(async () => {
+      const [wf] = await env.t.q(`SELECT status, error, redrives, redrive_requested_at FROM stepd.workflows WHERE id = $1`, [id]);
+      return wf.status === 'failed' && wf.redrive_requested_at === null ? wf : undefined;
+    }, 'the redriven workflow to fail again');
+    expect(JSON.stringify(again.error)).toContain('permission_denied');
+    const attempts = (await getSteps(env.t, id)).filter((s) => s.name === 'who');
+    expect(attempts.map((s) => [s.status, (s.error as { code?: string } | null)?.code])).toEqual(attempts.map(() => ['failed', 'permission_denied']));
+    expect(env.probe.callsOf(id)).toEqual([]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it("a client cannot forge a redrive's stamps, nor redrive a workflow that did not fail", async () => {
+    const env = await securityEnv();
+    const id = await clientInsert(env.client, { start: 'a', steps: { a: { tool: 'core.fail', args: { message: 'x' }, done: true } } });
+    await waitForWorkflow(env.t, id);
+    const c = env.client;
+    await refused(c.q(`UPDATE stepd.workflows SET redrive_requested_at = now() WHERE id = $1`, [id]), /permission denied|may not be changed/);
+    await refused(c.q(`UPDATE stepd.workflows SET redrives = 0 WHERE id = $1`, [id]), /permission denied|may not be changed/);
+    await refused(c.q(`UPDATE stepd.workflows SET status = 'running', error = NULL WHERE id = $1`, [id]), /permission denied|must not change/);
+    await refused(c.q(`INSERT INTO stepd.workflows (name, flow, input, redrive_requested_at) VALUES ('x', '{}', '{}', now())`), /permission denied|may set only/);
+    // A completed workflow is not failed: no redrive.
+    const done = await clientInsert(c, { start: 'a', steps: { a: { tool: 'core.echo', args: {}, done: true } } });
+    expect((await waitForWorkflow(env.t, done)).status).toBe('completed');
+    await refused(c.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1`, [done]), /only a failed workflow can be redriven/);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it.todo(
+    "another client role cannot redrive a victim's failed workflow: today any role holding <schema>_client may " +
+      "`UPDATE workflows SET status = 'running' WHERE id = <victim's> AND status = 'failed'`, and the executor runs the " +
+      "victim's failed steps again as the victim's created_by (a failed payment, a half-done side effect repeated at " +
+      "another service's will). Fix (DDL, a migration after 0015): a BEFORE UPDATE OF status trigger on workflows, " +
+      "WHEN (OLD.status = 'failed' AND NEW.status = 'running' AND NOT stepd_is_executor()), refusing unless " +
+      'stepd_role_is_trusted(session_user) or pg_has_role(session_user, OLD.created_role, \'MEMBER\') — the rule 0015 applies to flow versions',
+  );
+
+  it.todo(
+    'the operations layer (dashboard, MCP over HTTP) lets any token user retry (redrive) or cancel another user\'s workflow: ' +
+      'Operations.retryWorkflow and cancelWorkflow ignore their user argument and the daemon\'s pool role is trusted, so the database ' +
+      "cannot refuse it either; the victim's steps run again as the victim. Fix: refuse unless wf.created_by is the caller (or the " +
+      'caller may act as it under an operator-configured rule), in src/api/operations.ts',
+  );
+});
