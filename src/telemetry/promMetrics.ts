@@ -4,7 +4,7 @@
  * workflow and ready-queue gauges from the database at scrape time (DatabaseGauges: one
  * connection of its own, time-boxed). Every metric is listed in docs/operations.md.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { MetricsHandler } from '../http/app.js';
 import { WORKFLOW_STATUSES } from '../db/queries/metrics.js';
 import type { ExecutorMetrics, StepResultLabel } from './executorMetrics.js';
@@ -21,6 +21,8 @@ export interface PromMetricsOptions {
   database?: DatabaseGaugesOptions;
   /** Distinct tool names with a label of their own; later ones count as `other` (default 200). */
   maxTools?: number;
+  /** Node's process metrics (process_*, nodejs_*: memory, CPU, event loop lag); default true. */
+  processMetrics?: boolean;
 }
 
 export class PromMetrics implements ExecutorMetrics {
@@ -59,6 +61,7 @@ export class PromMetrics implements ExecutorMetrics {
     this.oldestReady = new Gauge({ name: 'stepd_oldest_ready_step_age_seconds', help: 'How long the oldest step ready now has waited to be claimed (0: none waits).', registers: this.database ? registers : [] });
     this.databaseUp = new Gauge({ name: 'stepd_metrics_database_up', help: '1 when this scrape read the database gauges in time, 0 when it did not (they then keep their last values).', registers: this.database ? registers : [] });
     for (const reason of ['executor_dead', 'lease_expired']) this.rescues.inc({ reason }, 0);
+    if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
   claimed(seconds: number, rows: number): void {
