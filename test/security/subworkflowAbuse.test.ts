@@ -1,0 +1,78 @@
+/**
+ * Sub-workflows (sql/0011, src/executor/subWorkflows.ts) from an attacker's side: a registered flow
+ * that starts itself stops at caps.subWorkflowDepth; a child runs with its parent's user and that
+ * user's tool permissions whatever version of the child flow it starts (the check at start time is
+ * not the only one); a client cannot graft a workflow under another's waiting step.
+ */
+import { describe, expect, it } from 'vitest';
+import type { StepdFileConfig } from '../../src/configFile.js';
+import { clientInsert, getSteps, refused, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
+
+const LOOP = { start: 'again', steps: { again: { workflow: { name: 'loop', input: {} }, done: true, output: '{{result}}' } } };
+
+describe('sub-workflows cannot be used to escape the caps or the permissions', () => {
+  it('a flow that starts itself stops at caps.subWorkflowDepth: every level fails, none is left running', async () => {
+    const env = await securityEnv({ config: { caps: { subWorkflowDepth: 3 } } });
+    await env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('loop', $1)`, [JSON.stringify(LOOP)]);
+    const [root] = await env.client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, input) VALUES ('loop', '{}') RETURNING id`);
+    const done = await waitForWorkflow(env.t, root!.id, undefined, 30_000);
+    expect(done.status).toBe('failed');
+    const tree = await env.t.q(`SELECT id, depth, status FROM stepd.workflows WHERE name = 'loop' ORDER BY depth`);
+    expect(tree.map((w) => [w.depth, w.status])).toEqual([
+      [0, 'failed'],
+      [1, 'failed'],
+      [2, 'failed'],
+      [3, 'failed'],
+    ]);
+    const deepest = await getSteps(env.t, tree[3].id);
+    expect(deepest.map((s) => (s.error as { code?: string } | null)?.code)).toEqual(['cap_exceeded']);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it("a child runs with its parent's user's permissions, whatever version of the child flow is the latest when it starts", async () => {
+    const config: StepdFileConfig = { permissions: { default: ['core.*'], users: { bystander: ['probe.*'] } }, clients: {} };
+    const env = await securityEnv({ config });
+    const q = env.client.q;
+    await q(`INSERT INTO stepd.flows (name, flow) VALUES ('child', $1)`, [JSON.stringify({ start: 'a', steps: { a: { tool: 'core.echo', args: { ok: 1 }, done: true, output: '{{result}}' } } })]);
+    const parent = { start: 'gate', steps: { gate: { approval: true, next: 'call' }, call: { workflow: { name: 'child', input: {} }, done: true, output: '{{result}}' } } };
+    const id = await clientInsert(env.client, parent);
+    const gate = await waitFor(async () => (await getSteps(env.t, id)).find((s) => s.name === 'gate' && s.status === 'pending'), 'the gate');
+    // Between the start (where a caller may have checked the child's tools) and the child's start,
+    // the child's owner stores a version calling a tool this user may not call.
+    await q(`INSERT INTO stepd.flows (name, flow) VALUES ('child', $1)`, [JSON.stringify({ start: 'a', steps: { a: { tool: 'probe.whoami', done: true, output: '{{result}}' } } })]);
+    await q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [gate.id]);
+    const wf = await waitForWorkflow(env.t, id, undefined, 30_000);
+    expect(wf.status).toBe('failed');
+    const [child] = await env.t.q(`SELECT id, flow_version, created_by, created_role FROM stepd.workflows WHERE parent_id = $1`, [id]);
+    expect(child).toMatchObject({ flow_version: 2, created_by: env.client.role, created_role: env.client.role });
+    const childSteps = await getSteps(env.t, child.id);
+    expect(childSteps.map((s) => (s.error as { code?: string } | null)?.code)).toEqual(['permission_denied']);
+    expect(env.probe.calls.filter((c) => c.workflowId === String(child.id))).toEqual([]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it("a client cannot graft a workflow under another workflow's waiting step, nor move one", async () => {
+    const env = await securityEnv();
+    const c = env.client;
+    const [step] = await env.t.q(`SELECT id FROM stepd.workflow_steps WHERE workflow_id = $1`, [env.bystander.id]);
+    await refused(
+      c.q(`INSERT INTO stepd.workflows (name, flow, input, parent_id, parent_step_id, depth) VALUES ('x', '{}', '{}', $1, $2, 1)`, [env.bystander.id, step.id]),
+      /permission denied|may set only/,
+    );
+    const mine = await c.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow, input, start_at) VALUES ('x', '{}', '{}', now() + interval '1 day') RETURNING id`);
+    await refused(c.q(`UPDATE stepd.workflows SET parent_id = $2, parent_step_id = $3 WHERE id = $1`, [mine[0]!.id, env.bystander.id, step.id]), /permission denied|may not be changed/);
+    await refused(c.q(`UPDATE stepd.workflows SET depth = 0 WHERE id = $1`, [mine[0]!.id]), /permission denied|may not be changed/);
+    await refused(c.q(`UPDATE stepd.workflow_steps SET child_id = $2 WHERE id = $1`, [step.id, mine[0]!.id]), /permission denied|may set only/);
+    await c.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [mine[0]!.id]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it.todo(
+    'the number of workflows one root may start is not capped: a registered flow whose forEach.step starts itself ' +
+      '(forEach over {{input.items}}, each child given the same items) starts items^depth workflows — with the default caps ' +
+      '(forEachItems 10,000, forEachConcurrency 1,000, subWorkflowDepth 10) one client INSERT can create billions of rows; ' +
+      'sub-workflow steps take no tool slot, so limits.users/concurrency do not slow it. Fix: a cap on the descendants of one ' +
+      'root (caps.subWorkflows, counted on a root_id column or a counter on the root row, checked in ' +
+      'insertChildWorkflowUnlessTooDeep) failing the step with cap_exceeded',
+  );
+});
