@@ -1,10 +1,11 @@
 /**
- * The user's stepd settings, which tests keep away from what they run: DATABASE_URL, STEPD_* and
- * libpq's PG* variables. STEPD_TEST_* (knobs of the tests) and STEPD_NODE_CACHE (where Node 22 is
- * cached) are not settings of stepd. No vitest import: test/globalSetup.ts uses this too.
+ * The user's stepd settings, which tests keep away from what they run: DATABASE_URL, STEPD_*,
+ * libpq's PG* variables and OpenTelemetry's OTEL_*. STEPD_TEST_* (knobs of the tests) and
+ * STEPD_NODE_CACHE (where Node 22 is cached) are not settings of stepd. No vitest import: test/globalSetup.ts uses this too.
  */
 export function isUserSetting(name: string): boolean {
-  if (name === 'DATABASE_URL' || name.startsWith('PG')) return true;
+  // OTEL_*: a collector the user exports to must not receive the tests' spans.
+  if (name === 'DATABASE_URL' || name.startsWith('PG') || name.startsWith('OTEL_')) return true;
   return name.startsWith('STEPD_') && !name.startsWith('STEPD_TEST_') && name !== 'STEPD_NODE_CACHE';
 }
 
