@@ -55,7 +55,11 @@ ${problem ? html`<p class="flash" role="alert">${problem}</p>` : ''}
   return c.html(bareLayout(nonce, 'sign in', body).value, status);
 }
 
-/** Only a path on this server (no `//host`, no scheme), else `/`. */
+/**
+ * Only a path on this server, else `/`: it starts with one `/`, and holds no backslash, control
+ * character or space (browsers drop tabs and newlines inside a URL and read `\` as `/`, so
+ * `/<TAB>/evil.example` would be `//evil.example`, another site).
+ */
 function localPath(next: string | undefined): string {
-  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/';
+  return next && /^\/(?!\/)/.test(next) && !/[\\\x00-\x20\x7f]/.test(next) ? next : '/';
 }
