@@ -232,12 +232,21 @@ export class Executor {
       const id = String(p.id);
       this.running.abortWorkflow(id, new StepError('cancelled', 'workflow was cancelled'));
       this.cache.forget(id);
+      if (this.tracing.enabled) this.traceCancelled(id);
       return;
     }
     if (p.table === 'workflows' && p.status === 'running') this.redrivePending = true;
     else if (p.table === 'workflows') this.admitPending = true;
     else this.toollessPending = true;
     this.wake();
+  }
+
+  /** A workflow a client cancelled: the watchdog's leader records its workflow span (one executor does). */
+  private traceCancelled(workflowId: string): void {
+    void this.listener.ensureLeader().then(
+      (leader) => leader && this.tracing.workflowsEnded(this.pool, [workflowId]),
+      () => {},
+    );
   }
 
   private abortTask(stepId: string, reason: Error): void {

@@ -10,7 +10,7 @@
  * stepd.step.attempt, stepd.tool, stepd.executor.id, stepd.outcome, stepd.error.code.
  */
 import { randomBytes } from 'node:crypto';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
 import type { Queryable } from '../db/queries/common.js';
 import { getEndedWorkflowSpans } from '../db/queries/traces.js';
 import type { Logger } from '../logger.js';
@@ -65,9 +65,13 @@ export class OtelTracing implements StepTracing {
 
   constructor(private readonly opts: OtelTracingOptions) {}
 
+  /** The span context of a workflow's span, derived from its id (see workflowTraceIds). */
+  private workflowSpanContext(workflowId: string): SpanContext {
+    return { ...workflowTraceIds(this.opts.database, this.opts.schema, workflowId), traceFlags: TraceFlags.SAMPLED, isRemote: true };
+  }
+
   startStep(info: StepSpanInfo): StepTrace {
-    const ids = workflowTraceIds(this.opts.database, this.opts.schema, info.workflowId);
-    const parent = trace.setSpanContext(ROOT_CONTEXT, { ...ids, traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const parent = trace.setSpanContext(ROOT_CONTEXT, this.workflowSpanContext(info.workflowId));
     const attributes: Attributes = {
       'stepd.workflow.id': info.workflowId,
       'stepd.step.id': info.stepId,
@@ -124,7 +128,15 @@ export class OtelTracing implements StepTracing {
           {
             root: true,
             startTime: row.started_at,
-            attributes: { 'stepd.workflow.id': row.id, 'stepd.workflow.name': row.name, 'stepd.workflow.status': row.status, 'stepd.executor.id': this.opts.executorId },
+            attributes: {
+              'stepd.workflow.id': row.id,
+              'stepd.workflow.name': row.name,
+              'stepd.workflow.status': row.status,
+              'stepd.executor.id': this.opts.executorId,
+              ...(row.parent_id !== null ? { 'stepd.workflow.parent_id': row.parent_id } : {}),
+            },
+            // A sub-workflow is a trace of its own, linked to its parent workflow's span.
+            ...(row.parent_id !== null ? { links: [{ context: this.workflowSpanContext(row.parent_id) }] } : {}),
           },
           ROOT_CONTEXT,
         );

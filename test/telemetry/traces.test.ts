@@ -138,6 +138,19 @@ describe('traces', () => {
     expect(workflow!.status.code).toBe(2);
   });
 
+  it('a workflow cancelled by a client gets its workflow span, with the step span its cancelled tool call left', async () => {
+    const t = await createTestSchema();
+    const exporter = await tracedExecutor(t, []);
+    const id = await insertWorkflow(t, { start: 'wait', steps: { wait: { tool: 'core.sleep', args: { ms: 60_000 } } } }, {}, { name: 'long' });
+    await waitFor(async () => (await getSteps(t, id)).some((s) => s.status === 'running'), 'the step to run');
+    await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
+    const workflow = await waitFor(() => named(exporter.getFinishedSpans(), 'workflow long')[0], 'the workflow span');
+    expect(workflow.attributes).toMatchObject({ 'stepd.workflow.id': id, 'stepd.workflow.status': 'cancelled' });
+    const step = await waitFor(() => named(exporter.getFinishedSpans(), 'step wait')[0], 'the step span');
+    expect(parentOf(step)).toBe(workflow.spanContext().spanId);
+    expect(named(exporter.getFinishedSpans(), 'workflow long')).toHaveLength(1);
+  });
+
   it('an MCP tool call carries the tool span\'s traceparent in _meta', async () => {
     const t = await createTestSchema();
     const web = await startHttpMcpServer();

@@ -7,6 +7,8 @@ export interface WorkflowSpanRow {
   status: string;
   error_code: string | null;
   error_message: string | null;
+  /** The parent workflow of a sub-workflow. */
+  parent_id: string | null;
   /** When it was admitted (created_at for one refused at admission). */
   started_at: Date;
   ended_at: Date | null;
@@ -17,7 +19,7 @@ export async function getEndedWorkflowSpans(db: Queryable, ids: string[]): Promi
   const { rows } = await db.query<WorkflowSpanRow>({
     name: 'stepd_get_ended_workflow_spans',
     text: `SELECT id::text, name, status, error->>'code' AS error_code, left(error->>'message', 500) AS error_message,
-                  coalesce(started_at, created_at) AS started_at, coalesce(completed_at, cancelled_at) AS ended_at
+                  parent_id::text, coalesce(started_at, created_at) AS started_at, coalesce(completed_at, cancelled_at) AS ended_at
              FROM workflows WHERE id = ANY($1::bigint[]) AND status IN ('completed', 'failed', 'cancelled')`,
     values: [ids],
   });
