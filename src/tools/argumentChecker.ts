@@ -54,10 +54,13 @@ export class ArgumentChecker {
     }
     if (validate(args)) return { issues: [], warnings: [] };
     const templated = templatedPointers(args);
+    const errors = validate.errors ?? [];
+    // An anyOf / oneOf that failed is one issue, not one per alternative it tried.
+    const alternatives = errors.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf').map((e) => `${e.schemaPath}/`);
     const issues: FlowIssue[] = [];
     const seen = new Set<string>();
-    for (const e of validate.errors ?? []) {
-      if (dependsOnTemplate(e, templated)) continue;
+    for (const e of errors) {
+      if (dependsOnTemplate(e, templated) || alternatives.some((p) => e.schemaPath.startsWith(p))) continue;
       const issue = toIssue(e, c);
       const key = `${issue.path}\n${issue.message}`;
       if (!seen.has(key)) {
@@ -142,6 +145,9 @@ function toIssue(e: ErrorObject, c: ArgumentCheck): FlowIssue {
   }
   if (e.keyword === 'additionalProperties') {
     return { path: flowPath(c.at, `${e.instancePath}/${String(params.additionalProperty)}`), message: `${c.tool} takes no argument "${String(params.additionalProperty)}" ${against}` };
+  }
+  if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
+    return { path: flowPath(c.at, e.instancePath), message: `matches none of the forms it may take ${against}` };
   }
   if (e.keyword === 'enum') {
     return { path: flowPath(c.at, e.instancePath), message: `must be one of ${JSON.stringify(params.allowedValues)} ${against}` };
