@@ -1,16 +1,18 @@
 /**
- * `npm run bench`: the performance benchmark of issue 5.
+ * `npm run bench`: the performance benchmark (issues 5 and 12).
  *
- * Per run: stepd scenarios 1–4 (fresh schema, a stepd executor in its own process with its
- * default settings, everything driven through SQL from here), the executor's idle CPU and
- * memory, the pgbench-style ceiling (1 and 8 clients) and pg-boss doing scenarios 1 and 2.
- * Once: the claim statement's latency with 0 and with 1,000,000 finished step rows.
- * Prints a table (median and min–max over BENCH_RUNS runs, ratios to the peers, targets) and
- * writes bench-results/latest.json plus a dated copy. Every schema it creates is dropped, and
- * the executor process killed, also on failure or Ctrl-C.
+ * Per run: the stepd scenarios (fresh schema, a stepd executor in its own process, everything
+ * driven through SQL from here): 1 throughput, 2 chain, 3 forEach of 1,000, 4 wake-up, the
+ * executor's idle CPU and memory, 6 io-bound three-step workflows (own executor, explicit
+ * concurrency), 7 forEach of 10,000 with its peak RSS; then the pgbench-style ceiling (1 and 8
+ * clients) and pg-boss doing scenarios 1 and 2. Once: the claim statement's latency with 0 and
+ * with 1,000,000 finished step rows. When the server loads pg_stat_statements, each stepd
+ * scenario also reports the executor's statements per step.
+ * Prints a table (median and min–max over the runs, ratios to the peers, targets) and writes
+ * bench-results/latest.json plus a dated copy. Every schema it creates is dropped, and the
+ * executor processes killed, also on failure or Ctrl-C.
  *
- * Environment: BENCH_DATABASE_URL, BENCH_RUNS (default 3), BENCH_QUICK=1 (reduced sizes),
- * BENCH_PROFILE=1 (CPU-profile the executor; see bench/settings.ts).
+ * Flags and environment (--only, --size, --runs, --compare, …): bench/settings.ts.
  */
 import { performance } from 'node:perf_hooks';
 import { runCeiling, type CeilingResult } from './bench/ceiling.js';
@@ -21,21 +23,43 @@ import { Cleanup } from './bench/pg.js';
 import { PGBOSS_CHAIN_WORK, PGBOSS_THROUGHPUT_WORK, runPgBoss } from './bench/pgboss.js';
 import { formatReport, writeResults } from './bench/report.js';
 import { runScale, type ScaleResult } from './bench/scale.js';
-import { benchSettingsFrom, type BenchSettings } from './bench/settings.js';
-import { runStepdScenarios } from './bench/stepdRun.js';
+import { prepareOtherBuild } from './bench/otherBuild.js';
+import { benchSettingsFrom, isFullRun, type BenchSettings } from './bench/settings.js';
+import { openStatementProbe, type StatementProbe } from './bench/statementStats.js';
+import { runStepdScenarios, type Build, type StepdRunResult } from './bench/stepdRun.js';
 
 const benchStart = performance.now();
 function progress(msg: string): void {
   process.stderr.write(`bench [${((performance.now() - benchStart) / 1000).toFixed(0).padStart(3)} s] ${msg}\n`);
 }
 
-async function oneRun(settings: BenchSettings, cleanup: Cleanup, run: number): Promise<RunResult> {
+interface RunDeps {
+  settings: BenchSettings;
+  cleanup: Cleanup;
+  /** This tree, then the compared build if any. */
+  builds: Build[];
+  statements?: StatementProbe;
+}
+
+async function oneRun(deps: RunDeps, run: number): Promise<RunResult> {
+  const { settings, cleanup } = deps;
   const tag = `run ${run + 1}/${settings.runs}`;
   const before = await sampleLoad(settings.databaseUrl);
   if (isBusy(before)) {
     progress(`${tag}: the machine is busy (${before.backgroundBusyPercent.toFixed(0)} % CPU used by others, ${before.otherActive} other active PostgreSQL sessions): figures will suffer`);
   }
-  const stepd = await runStepdScenarios(settings, cleanup, (m) => progress(`${tag} stepd ${m}`));
+  // With a compared build, the two alternate: this tree first in odd runs, second in even ones.
+  const order = run % 2 === 0 ? deps.builds : [...deps.builds].reverse();
+  const results = new Map<Build, StepdRunResult>();
+  for (const build of order) {
+    const label = deps.builds.length > 1 ? ` [${build.label}]` : '';
+    results.set(build, await runStepdScenarios({
+      settings, cleanup, build, ...(deps.statements ? { statements: deps.statements } : {}),
+      progress: (m) => progress(`${tag} stepd${label} ${m}`),
+    }));
+  }
+  const stepd = results.get(deps.builds[0]!)!;
+  const compared = deps.builds[1] ? results.get(deps.builds[1]) : undefined;
   const errors: RunResult['errors'] = [];
   /** A failed peer measurement is recorded; the run goes on. */
   const peer = async <T>(scenario: string, what: string, fn: () => Promise<T>): Promise<T | undefined> => {
@@ -51,17 +75,17 @@ async function oneRun(settings: BenchSettings, cleanup: Cleanup, run: number): P
     }
   };
   const ceiling: CeilingResult[] = [];
-  for (const clients of settings.ceilingClients) {
+  for (const clients of settings.only.includes('ceiling') ? settings.ceilingClients : []) {
     const c = await peer(`ceiling-${clients}`, `ceiling (${clients} client${clients > 1 ? 's' : ''}, ${settings.ceilingSeconds} s)`, () =>
       runCeiling({ url: settings.databaseUrl, cleanup, clients, seconds: settings.ceilingSeconds }),
     );
     if (c) ceiling.push(c);
   }
-  const pgboss = await peer('pg-boss', `pg-boss (${settings.sizes.throughput} jobs, chain of ${settings.sizes.chain})`, () =>
+  const pgboss = !settings.only.includes('pgboss') ? undefined : await peer('pg-boss', `pg-boss (${settings.sizes.throughput} jobs, chain of ${settings.sizes.chain})`, () =>
     runPgBoss({ url: settings.databaseUrl, cleanup, jobs: settings.sizes.throughput, chain: settings.sizes.chain, timeoutMs: settings.scenarioTimeoutMs }),
   );
   const after = await sampleLoad(settings.databaseUrl);
-  return { stepd, ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };
+  return { stepd, ...(compared ? { compared } : {}), ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };
 }
 
 async function main(): Promise<void> {
@@ -79,21 +103,30 @@ async function main(): Promise<void> {
 
   try {
     const env = await describeEnvironment(settings.databaseUrl);
+    const builds: Build[] = [{ label: 'this tree' }];
+    if (settings.compare) builds.push(await prepareOtherBuild(settings.compare, progress));
+    const statements = await openStatementProbe(settings.databaseUrl);
+    if (statements) {
+      cleanup.add('close statement probe', () => statements.close());
+      progress('pg_stat_statements is loaded: the executor\'s statements are counted per scenario');
+    }
     const runs: RunResult[] = [];
-    for (let i = 0; i < settings.runs; i++) runs.push(await oneRun(settings, cleanup, i));
-    progress(`scale: claim latency, then ${settings.sizes.scaleRows.toLocaleString('en-US')} finished rows and again`);
+    for (let i = 0; i < settings.runs; i++) runs.push(await oneRun({ settings, cleanup, builds, ...(statements ? { statements } : {}) }, i));
     let scale: ScaleResult | undefined;
-    try {
-      scale = await runScale({
-        url: settings.databaseUrl,
-        cleanup,
-        finishedRows: settings.sizes.scaleRows,
-        batches: settings.runs,
-        iterations: settings.claimIterations,
-      });
-    } catch (err) {
-      if (cleanup.closing) throw err;
-      progress(`scale failed: ${err instanceof Error ? err.message : String(err)}`);
+    if (settings.only.includes('scale')) {
+      try {
+        progress(`scale: claim latency, then ${settings.sizes.scaleRows.toLocaleString('en-US')} finished rows and again`);
+        scale = await runScale({
+          url: settings.databaseUrl,
+          cleanup,
+          finishedRows: settings.sizes.scaleRows,
+          batches: settings.runs,
+          iterations: settings.claimIterations,
+        });
+      } catch (err) {
+        if (cleanup.closing) throw err;
+        progress(`scale failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
     }
     const durationSeconds = (performance.now() - benchStart) / 1000;
     const figures = computeFigures(runs, scale);
@@ -106,9 +139,9 @@ async function main(): Promise<void> {
       figures,
       scale,
       runs,
-    }, env.date, !settings.quick && settings.profileDir === undefined);
-    process.stdout.write(`  wrote ${files.join(' and ')}${files.length === 1 ? ' (latest.json is only written by full, unprofiled runs)' : ''}\n`);
-    const warnings = runs.flatMap((r) => r.stepd.executorLog);
+    }, env.date, isFullRun(settings) && !settings.compare);
+    process.stdout.write(`  wrote ${files.join(' and ')}${files.length === 1 ? ' (latest.json is only written by full, unprofiled runs of every scenario)' : ''}\n`);
+    const warnings = runs.flatMap((r) => [...r.stepd.executorLog, ...(r.compared?.executorLog ?? [])]);
     if (warnings.length > 0) progress(`the executor logged ${warnings.length} warning/error line(s); see runs[].stepd.executorLog in ${files[0]}`);
   } finally {
     await cleanup.runAll();

@@ -1,12 +1,12 @@
 /**
  * The stepd executor under test, in its own process with its default settings:
  *   node dist/src/cli.js start --database-url URL --schema S --executor-id bench
- * It runs in an empty working folder (so no stepd.config.json is picked up) and without the
+ * It runs in an empty working folder (so no stepd.config.json is picked up unless given) and without the
  * STEPD_* variables that would change its settings; only the log level is lowered.
  * Its CPU time and peak memory are read from /proc.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,16 +40,24 @@ export class ExecutorProcess {
   private readonly removeCleanup: () => Promise<void>;
   private readonly killOnExit: () => void;
 
-  /** `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor). */
-  constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string }) {
+  /**
+   * `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor).
+   * `concurrency`: pass --concurrency (else the default). `cli`: another build's dist/src/cli.js.
+   * `config`: written to stepd.config.json in its working folder (else it has none).
+   */
+  constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string; concurrency?: number; cli?: string; executorId?: string; config?: unknown }) {
     this.workDir = mkdtempSync(path.join(os.tmpdir(), 'stepd-bench-'));
+    if (opts.config !== undefined) writeFileSync(path.join(this.workDir, 'stepd.config.json'), JSON.stringify(opts.config));
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!SETTING_VARS.test(k)) env[k] = v;
     env.STEPD_LOG_LEVEL = 'warn';
     const profile = opts.profileDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(opts.profileDir)] : [];
     this.child = spawn(
       process.execPath,
-      [...profile, cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', 'bench'],
+      [
+        ...profile, opts.cli ?? cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', opts.executorId ?? 'bench',
+        ...(opts.concurrency !== undefined ? ['--concurrency', String(opts.concurrency)] : []),
+      ],
       { cwd: this.workDir, env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.child.stderr!.setEncoding('utf8');
@@ -114,6 +122,19 @@ export class ExecutorProcess {
     const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
     const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
     return { peakRssMiB: kib('VmHWM') / 1024, rssMiB: kib('VmRSS') / 1024 };
+  }
+
+  /**
+   * Starts the peak RSS (VmHWM) over from the current RSS (Linux: `echo 5 > /proc/PID/clear_refs`),
+   * so a later memory() reads the peak of what ran since. False where that is not possible.
+   */
+  resetPeakRss(): boolean {
+    try {
+      writeFileSync(`/proc/${this.pid}/clear_refs`, '5');
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Graceful stop (SIGTERM); SIGKILL if it has not exited after `graceMs`. */

@@ -10,6 +10,24 @@ export interface FanoutResult {
   totalMs: number;
   /** Items finished per second over the whole workflow. */
   itemsPerSec: number;
+  /**
+   * Where the time went, from the item rows (database clock; now() is per transaction, so each
+   * distinct timestamp is one transaction): the transactions that created, started (claimed)
+   * and completed the items, the span over which they were started, and the join's delay.
+   */
+  phases?: {
+    createTxs: number;
+    startTxs: number;
+    completeTxs: number;
+    /** Workflow created → first item created. */
+    forkMs: number;
+    /** First → last item started. */
+    startSpanMs: number;
+    /** First → last item completed. */
+    completeSpanMs: number;
+    /** Last item completed → join step created. */
+    joinDelayMs: number;
+  };
   timedOut: boolean;
 }
 
@@ -37,5 +55,27 @@ export async function runFanout(ctx: StepdContext, items: number, name = 'bench-
        FROM ${workflows} w WHERE w.id = $1`,
     [id],
   );
-  return { items: r!.done_items, totalMs: r!.total_ms, itemsPerSec: (r!.done_items / r!.total_ms) * 1000, timedOut };
+  const [p] = await query<{ create_txs: number; start_txs: number; complete_txs: number; fork_ms: number; start_span_ms: number; complete_span_ms: number; join_delay_ms: number }>(
+    ctx,
+    `SELECT count(DISTINCT i.created_at)::int AS create_txs, count(DISTINCT i.started_at)::int AS start_txs,
+            count(DISTINCT i.completed_at)::int AS complete_txs,
+            ${MS_BETWEEN('(SELECT created_at FROM ' + workflows + ' WHERE id = $1)', 'min(i.created_at)')} AS fork_ms,
+            ${MS_BETWEEN('min(i.started_at)', 'max(i.started_at)')} AS start_span_ms,
+            ${MS_BETWEEN('min(i.completed_at)', 'max(i.completed_at)')} AS complete_span_ms,
+            ${MS_BETWEEN('max(i.completed_at)', "(SELECT min(created_at) FROM " + steps + " WHERE workflow_id = $1 AND name = 'collect')")} AS join_delay_ms
+       FROM ${steps} i WHERE i.workflow_id = $1 AND i.name = 'item'`,
+    [id],
+  );
+  return {
+    items: r!.done_items,
+    totalMs: r!.total_ms,
+    itemsPerSec: (r!.done_items / r!.total_ms) * 1000,
+    ...(p ? {
+      phases: {
+        createTxs: p.create_txs, startTxs: p.start_txs, completeTxs: p.complete_txs, forkMs: p.fork_ms,
+        startSpanMs: p.start_span_ms, completeSpanMs: p.complete_span_ms, joinDelayMs: p.join_delay_ms,
+      },
+    } : {}),
+    timedOut,
+  };
 }

@@ -13,6 +13,8 @@ import type { StepdRunResult } from './stepdRun.js';
 
 export interface RunResult {
   stepd: StepdRunResult;
+  /** The same stepd scenarios with the code of the compared ref (bench --compare). */
+  compared?: StepdRunResult;
   ceiling: CeilingResult[];
   pgboss?: PgBossResult;
   /** Peer measurements that failed (the stepd ones are in stepd.errors). */
@@ -63,12 +65,12 @@ const DEFS: FigureDef[] = [
   {
     key: 'throughput.stepsPerSec', section: '1 throughput', label: 'steps/s', unit: '/s',
     get: (r) => r.stepd.throughput?.stepsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
-    target: { text: `≥ 2× pg-boss and > ${GRAPHILE_WORKER_JOBS_PER_SEC.toLocaleString('en-US')}/s`, met: (v, x) => v > GRAPHILE_WORKER_JOBS_PER_SEC && (x.pgboss ?? 0) >= 2 },
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
   {
     key: 'throughput.workflowsPerSec', section: '1 throughput', label: 'workflows/s', unit: '/s',
     get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
+    target: { text: '≥ 0.5× pg-boss', met: (_v, x) => (x.pgboss ?? 0) >= 0.5 },
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
   { key: 'throughput.stepsPerClaim', section: '1 throughput', label: 'steps per claim tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerClaim },
@@ -78,13 +80,19 @@ const DEFS: FigureDef[] = [
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,
     ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.p50,
-    target: { text: '≤ 2 ms', met: (v) => v <= 2 }, timedOut: (r) => r.stepd.chain?.timedOut,
+    target: { text: '≤ 1.5 ms', met: (v) => v <= 1.5 }, timedOut: (r) => r.stepd.chain?.timedOut,
   },
   { key: 'chain.hopP99Ms', section: '2 chain', label: 'hop p99', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p99, pgboss: (r) => r.pgboss?.chain.hopMs.p99, timedOut: (r) => r.stepd.chain?.timedOut },
   { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.mean },
   { key: 'chain.handoffP50Ms', section: '2 chain', label: 'handoff p50 (done → next running)', unit: 'ms', get: (r) => r.stepd.chain?.handoffMs.p50 },
-  { key: 'fanout.totalMs', section: '3 fan-out', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanout?.totalMs, timedOut: (r) => r.stepd.fanout?.timedOut },
+  {
+    key: 'fanout.totalMs', section: '3 fan-out', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanout?.totalMs,
+    target: { text: '≤ 150 ms (1,000 items)', met: (v) => v <= 150 }, timedOut: (r) => r.stepd.fanout?.timedOut,
+  },
   { key: 'fanout.itemsPerSec', section: '3 fan-out', label: 'items/s', unit: '/s', get: (r) => r.stepd.fanout?.itemsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss?.throughput.jobsPerSec },
+  { key: 'fanout.startSpanMs', section: '3 fan-out', label: 'first → last item started', unit: 'ms', get: (r) => r.stepd.fanout?.phases?.startSpanMs },
+  { key: 'fanout.startTxs', section: '3 fan-out', label: 'transactions starting items', unit: '', get: (r) => r.stepd.fanout?.phases?.startTxs },
+  { key: 'fanout.completeTxs', section: '3 fan-out', label: 'transactions completing items', unit: '', get: (r) => r.stepd.fanout?.phases?.completeTxs },
   {
     key: 'wakeup.p50Ms', section: '4 wake-up', label: 'readied → running p50', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p50,
     ceiling: ceilingMsPerTransition, target: { text: '≤ 3 ms', met: (v) => v <= 3 }, timedOut: (r) => r.stepd.wakeup?.timedOut,
@@ -93,12 +101,29 @@ const DEFS: FigureDef[] = [
   { key: 'wakeup.updateP50Ms', section: '4 wake-up', label: '(the readying UPDATE round trip p50)', unit: 'ms', get: (r) => r.stepd.wakeup?.updateRoundTripMs.p50 },
   { key: 'executor.peakRssMiB', section: '5 scale', label: 'executor peak RSS', unit: 'MiB', get: (r) => r.stepd.peakRssMiB },
   { key: 'executor.idleCpuPercent', section: '5 scale', label: 'executor idle CPU', unit: '% core', get: (r) => r.stepd.idleCpuPercent, target: { text: '< 1%', met: (v) => v < 1 } },
-  { key: 'ceiling.1', section: '6 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
-  { key: 'ceiling.8', section: '6 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
-  { key: 'pgboss.jobsPerSec', section: '6 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.pgboss?.throughput.timedOut },
-  { key: 'pgboss.chainTotalMs', section: '6 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.pgboss?.chain.timedOut },
-  { key: 'pgboss.chainHopP50Ms', section: '6 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50 },
-  { key: 'pgboss.chainHopP99Ms', section: '6 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p99 },
+  {
+    key: 'io.stepsPerSec', section: '6 io 3×20 ms', label: 'steps/s', unit: '/s', get: (r) => r.stepd.io?.stepsPerSec,
+    pgboss: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.stepd.io?.timedOut,
+  },
+  {
+    key: 'io.shareOfIdeal', section: '6 io 3×20 ms', label: 'share of ideal (concurrency ÷ 20 ms)', unit: '%', get: (r) => (r.stepd.io ? r.stepd.io.shareOfIdeal * 100 : undefined),
+    target: { text: '≥ 90 %', met: (v) => v >= 90 }, timedOut: (r) => r.stepd.io?.timedOut,
+  },
+  { key: 'io.stepRunP50Ms', section: '6 io 3×20 ms', label: 'step started → completed p50', unit: 'ms', get: (r) => r.stepd.io?.stepRunMs.p50 },
+  { key: 'io.stepRunP99Ms', section: '6 io 3×20 ms', label: 'step started → completed p99', unit: 'ms', get: (r) => r.stepd.io?.stepRunMs.p99 },
+  {
+    key: 'fanoutLarge.totalMs', section: '7 fan-out 10k', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanoutLarge?.totalMs,
+    timedOut: (r) => r.stepd.fanoutLarge?.timedOut,
+  },
+  { key: 'fanoutLarge.itemsPerSec', section: '7 fan-out 10k', label: 'items/s', unit: '/s', get: (r) => r.stepd.fanoutLarge?.itemsPerSec, pgboss: (r) => r.pgboss?.throughput.jobsPerSec },
+  { key: 'fanoutLarge.startSpanMs', section: '7 fan-out 10k', label: 'first → last item started', unit: 'ms', get: (r) => r.stepd.fanoutLarge?.phases?.startSpanMs },
+  { key: 'fanoutLarge.peakRssMiB', section: '7 fan-out 10k', label: 'executor peak RSS during it', unit: 'MiB', get: (r) => r.stepd.fanoutLarge?.peakRssMiB },
+  { key: 'ceiling.1', section: '8 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
+  { key: 'ceiling.8', section: '8 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
+  { key: 'pgboss.jobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.pgboss?.throughput.timedOut },
+  { key: 'pgboss.chainTotalMs', section: '8 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.pgboss?.chain.timedOut },
+  { key: 'pgboss.chainHopP50Ms', section: '8 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50 },
+  { key: 'pgboss.chainHopP99Ms', section: '8 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p99 },
 ];
 
 function ratio(runs: RunResult[], get: Getter, peer: Getter | undefined): number | undefined {
@@ -115,6 +140,7 @@ export function computeFigures(runs: RunResult[], scale: ScaleResult | undefined
   const out: Figure[] = [];
   for (const d of DEFS) {
     const value = spread(runs.map(d.get));
+    if (value.values.length === 0) continue; // not selected, or failed in every run
     const vsCeiling = ratio(runs, d.get, d.ceiling);
     const vsPgBoss = ratio(runs, d.get, d.pgboss);
     const fig: Figure = { key: d.key, section: d.section, label: d.label, unit: d.unit, value };

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import type { StatementProbe, StatementSummary } from './statementStats.js';
 
 interface CpuSnapshot {
   busy: number;
@@ -28,6 +29,8 @@ export interface ScenarioResources {
   machineBusyPercent: number;
   /** The executor's write system calls during the scenario: about its database round trips. */
   executorWrites: number;
+  /** What the executor asked of PostgreSQL (pg_stat_statements), when the server tracks it. */
+  statements?: StatementSummary;
 }
 
 export interface ProcessProbe {
@@ -35,8 +38,16 @@ export interface ProcessProbe {
   writeSyscalls(): number;
 }
 
-/** Runs `fn`, measuring wall time, the executor's CPU and writes, and the machine's CPU. */
-export async function withResources<T>(proc: ProcessProbe, fn: () => Promise<T>): Promise<{ result: T; resources: ScenarioResources }> {
+/**
+ * Runs `fn`, measuring wall time, the executor's CPU and writes, and the machine's CPU; with
+ * `statements`, also the executor's statements (the harness's name `harnessMarker`, its schema).
+ */
+export async function withResources<T>(
+  proc: ProcessProbe,
+  fn: () => Promise<T>,
+  statements?: { probe: StatementProbe; harnessMarker: string },
+): Promise<{ result: T; resources: ScenarioResources }> {
+  const s0 = await statements?.probe.snapshot();
   const m0 = cpuSnapshot();
   const c0 = proc.cpuSeconds();
   const w0 = proc.writeSyscalls();
@@ -46,6 +57,7 @@ export async function withResources<T>(proc: ProcessProbe, fn: () => Promise<T>)
   const c1 = proc.cpuSeconds();
   const w1 = proc.writeSyscalls();
   const m1 = cpuSnapshot();
+  const s1 = await statements?.probe.snapshot();
   const total = m1.total - m0.total;
   return {
     result,
@@ -54,6 +66,7 @@ export async function withResources<T>(proc: ProcessProbe, fn: () => Promise<T>)
       executorCpuPercent: ((c1 - c0) / (wallMs / 1000)) * 100,
       machineBusyPercent: total > 0 ? ((m1.busy - m0.busy) / total) * 100 : Number.NaN,
       executorWrites: w1 - w0,
+      ...(statements && s0 && s1 ? { statements: statements.probe.diff(s0, s1, statements.harnessMarker) } : {}),
     },
   };
 }

@@ -4,9 +4,10 @@ import path from 'node:path';
 import type { BenchEnvironment } from './environment.js';
 import { busyWarning } from './machineLoad.js';
 import { spread } from './stats.js';
-import type { Figure, RunResult } from './figures.js';
+import { computeFigures, type Figure, type RunResult } from './figures.js';
+import type { StepdRunResult, StepdScenario } from './stepdRun.js';
 import type { ScaleResult } from './scale.js';
-import type { BenchSettings } from './settings.js';
+import { SCENARIOS, type BenchSettings } from './settings.js';
 
 function num(v: number, unit: string): string {
   if (!Number.isFinite(v)) return '—';
@@ -24,6 +25,82 @@ function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)));
   const line = (cells: string[]) => cells.map((c, i) => c + ' '.repeat(widths[i]! - [...c].length)).join('  ').trimEnd();
   return [line(header), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'chain', 'fanout', 'wakeup', 'fanoutLarge', 'io'];
+
+/** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
+export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
+  switch (k) {
+    case 'throughput': return r.throughput?.steps;
+    case 'chain': return r.chain?.steps;
+    case 'fanout': return r.fanout ? r.fanout.items + 2 : undefined;
+    case 'fanoutLarge': return r.fanoutLarge ? r.fanoutLarge.items + 2 : undefined;
+    case 'wakeup': return r.wakeup?.gates;
+    case 'io': return r.io?.steps;
+  }
+}
+
+/**
+ * The executor's statements per step (pg_stat_statements, when the server tracks it), from the
+ * last run: top-level statements, explicit transactions, commits, server time, trigger statements,
+ * and the costliest statements of each scenario.
+ */
+function formatStatements(runs: RunResult[], scenarios: StepdScenario[]): string[] {
+  const last = runs[runs.length - 1]?.stepd;
+  if (!last || !scenarios.some((k) => last.resources[k]?.statements)) return [];
+  const rows: string[][] = [];
+  const tops: string[] = [];
+  for (const k of scenarios) {
+    const st = last.resources[k]?.statements;
+    const n = stepsOf(last, k);
+    if (!st || !n) continue;
+    const per = (v: number, d = 2) => (v / n).toFixed(d);
+    rows.push([k, per(st.calls), per(st.transactions), per(st.commits), `${per(st.execMs, 3)} ms`, per(st.nestedCalls), `${per(st.nestedMs, 3)} ms`]);
+    tops.push(`  ${k}: the executor's costliest statements (calls per step, server ms per step)`);
+    for (const l of st.top.slice(0, 6)) tops.push(`    ${per(l.calls).padStart(6)}  ${(l.totalMs / n).toFixed(3).padStart(7)}  ${l.query.slice(0, 110)}`);
+    for (const l of st.topNested.slice(0, 3)) tops.push(`    ${per(l.calls).padStart(6)}  ${(l.totalMs / n).toFixed(3).padStart(7)}  (in a trigger) ${l.query.slice(0, 95)}`);
+  }
+  return [
+    '  what the executor asked of PostgreSQL, per step (pg_stat_statements, last run): top-level statements, BEGINs,',
+    '  commits, their server time (triggers included), statements inside triggers and their time',
+    '',
+    table(['stepd scenario', 'statements', 'BEGINs', 'commits', 'server time', 'in triggers', 'trigger time'], rows).replace(/^/gm, '  '),
+    '',
+    ...tops,
+    '',
+  ];
+}
+
+/**
+ * bench --compare: the stepd figures of this tree beside those of the compared ref, medians of
+ * the same runs (the two builds alternate within each run), and their ratio.
+ */
+function formatComparison(runs: RunResult[]): string[] {
+  const pairs = runs.filter((r) => r.compared);
+  if (pairs.length === 0) return [];
+  const mine = computeFigures(pairs, undefined);
+  const theirs = computeFigures(pairs.map((r) => ({ ...r, stepd: r.compared! })), undefined);
+  const label = pairs[0]!.compared!.build;
+  const rows: string[][] = [];
+  // Every figure either build produced (one may have failed a scenario), in the table's order.
+  const keys = [...new Set([...mine, ...theirs].map((x) => x.key))];
+  for (const key of keys) {
+    const f = mine.find((x) => x.key === key) ?? theirs.find((x) => x.key === key)!;
+    if (f.section.endsWith('peers')) continue;
+    const m = mine.find((x) => x.key === key);
+    const o = theirs.find((t) => t.key === key);
+    const a = m?.value.median ?? Number.NaN;
+    const b = o?.value.median ?? Number.NaN;
+    const vals = (fig: Figure | undefined) => (fig ? fig.value.values.map((v) => num(v, fig.unit)).join(' · ') : '');
+    rows.push([f.section, f.label, `${num(a, f.unit)} ${f.unit}`.trim(), vals(m), `${num(b, f.unit)} ${f.unit}`.trim(), vals(o), Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : '']);
+  }
+  return [
+    `  side by side (medians of ${pairs.length} run(s), the builds alternating in each): this tree vs ${label}`,
+    '',
+    table(['scenario', 'measure', 'this tree', 'runs', label, 'runs', 'this ÷ that'], rows).replace(/^/gm, '  '),
+    '',
+  ];
 }
 
 export function formatReport(opts: {
@@ -54,13 +131,7 @@ export function formatReport(opts: {
   }
   const s = settings.sizes;
   const pg = env.postgres;
-  const scenarios = ['throughput', 'chain', 'fanout', 'wakeup'] as const;
-  /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
-  const stepsOf = (r: RunResult, k: (typeof scenarios)[number]): number | undefined =>
-    k === 'throughput' ? r.stepd.throughput?.steps
-      : k === 'chain' ? r.stepd.chain?.steps
-      : k === 'fanout' ? (r.stepd.fanout ? r.stepd.fanout.items + 2 : undefined)
-      : r.stepd.wakeup?.gates;
+  const scenarios = STEPD_SCENARIOS.filter((k) => opts.runs.some((r) => r.stepd.resources[k]));
   const resourceRows = scenarios.map((k) => {
     const med = (get: (r: RunResult) => number | undefined, digits: number, unit: string) => {
       const v = spread(opts.runs.map(get)).median;
@@ -73,21 +144,23 @@ export function formatReport(opts: {
       med((r) => r.stepd.resources[k]?.machineBusyPercent, 0, '%'),
       med((r) => {
         const res = r.stepd.resources[k];
-        const n = stepsOf(r, k);
+        const n = stepsOf(r.stepd, k);
         return res && n ? (res.executorCpuPercent / 100) * res.wallMs / n : undefined;
       }, 2, 'ms'),
       med((r) => {
-        const n = stepsOf(r, k);
+        const n = stepsOf(r.stepd, k);
         return n ? (r.stepd.resources[k]?.executorWrites ?? Number.NaN) / n : undefined;
       }, 1, ''),
     ];
   });
+  const statementLines = formatStatements(opts.runs, scenarios);
   const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]));
   const ceilingTool = opts.runs[0]?.ceiling[0]?.tool ?? 'n/a';
   const lines = [
     '',
     `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}${settings.profileDir ? `  (BENCH_PROFILE: executor profiled into ${settings.profileDir}; figures not comparable)` : ''}`,
-    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}`,
+    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}, io ${s.io}×3 (concurrency ${settings.ioConcurrency}), large fan-out ${s.fanoutLarge}`,
+    ...(settings.only.length < SCENARIOS.length ? [`  only: ${settings.only.join(', ')}`] : []),
     `  machine: ${env.machine.cpus} CPU (${env.machine.cpuModel}), ${env.machine.memoryGiB} GiB, Linux ${env.machine.kernel}; node ${env.node}; commit ${env.commit ?? 'unknown'}`,
     `  PostgreSQL ${pg.server_version}: synchronous_commit=${pg.synchronous_commit} fsync=${pg.fsync} shared_buffers=${pg.shared_buffers} max_connections=${pg.max_connections} work_mem=${pg.work_mem} jit=${pg.jit}`,
     `  stepd executor: its own process, default settings; ceiling via ${ceilingTool}; claim statement from ${opts.scale?.statementSource ?? 'n/a'}`,
@@ -100,6 +173,8 @@ export function formatReport(opts: {
     '',
     table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
     '',
+    ...statementLines,
+    ...formatComparison(opts.runs),
     ...(warning ? [`  ${warning}`, ''] : []),
     ...opts.runs.flatMap((r, i) => [...r.stepd.errors, ...r.errors].map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),
     '  ÷ ceiling / ÷ pg-boss: stepd figure divided by the same figure of the peer in the same run (median of runs);',

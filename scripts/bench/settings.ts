@@ -1,10 +1,17 @@
 /**
- * What the benchmark runs, read once from the environment:
- *   BENCH_DATABASE_URL  PostgreSQL to use (default: the `test` database on 127.0.0.1:5432)
- *   BENCH_RUNS          how many times each scenario runs (default 3; 1 with BENCH_QUICK)
- *   BENCH_QUICK=1       reduced sizes, for a smoke test (does not replace bench-results/latest.json)
- *   BENCH_PROFILE=1     run the executor under `node --cpu-prof` (profiles in bench-results/profiles;
- *                       a diagnostic: the figures of such a run are not comparable)
+ * What the benchmark runs, read once from the command line and the environment (a flag wins):
+ *   --only a,b        BENCH_ONLY     run only these scenarios (names below; default: all)
+ *   --size small      BENCH_SIZE     reduced sizes for a quick look (BENCH_QUICK=1 is the same);
+ *                                    such a run does not replace bench-results/latest.json
+ *   --runs N          BENCH_RUNS     how many times each scenario runs (default 3; 1 with --size small)
+ *   --io-concurrency N BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
+ *   --compare REF     BENCH_COMPARE  also run the stepd scenarios with the code of git REF, built in a
+ *                                    temporary folder, alternating with this tree run by run
+ *                     BENCH_DATABASE_URL  PostgreSQL to use (default: the `test` database on 127.0.0.1:5432)
+ *                     BENCH_PROFILE=1     run the executor under `node --cpu-prof` (profiles in
+ *                                    bench-results/profiles; a diagnostic: such figures are not comparable)
+ * `npm run bench` passes no arguments to the script: use the variables there, or the flags with
+ * `sh scripts/node22.sh node dist/scripts/bench.js --only foreach1k` after a build.
  */
 export interface BenchSizes {
   /** Scenario 1: single-step workflows inserted at once (pg-boss: as many no-op jobs). */
@@ -17,13 +24,30 @@ export interface BenchSizes {
   gates: number;
   /** Scenario 5: finished step rows bulk-inserted before measuring the claim again. */
   scaleRows: number;
+  /** Scenario 6: three-step workflows, each step a 20 ms `core.sleep`. */
+  io: number;
+  /** Scenario 7: items of one large forEach. */
+  fanoutLarge: number;
 }
+
+/** Scenario names accepted by --only, in the order they run. */
+export const SCENARIOS = ['throughput', 'chain', 'foreach1k', 'wakeup', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {
   databaseUrl: string;
   runs: number;
+  /** Reduced sizes (--size small). */
   quick: boolean;
+  /** Every scenario unless --only was given. */
+  only: ScenarioName[];
   sizes: BenchSizes;
+  /** The executor's concurrency in the io scenario (its ideal is this ÷ 20 ms). */
+  ioConcurrency: number;
+  /** How long each io step's tool waits. */
+  ioSleepMs: number;
+  /** A git ref whose code runs the stepd scenarios too, side by side with this tree. */
+  compare?: string;
   /** Claim statements timed per run and table state. */
   claimIterations: number;
   /** How long the executor sits idle while its CPU use is measured. */
@@ -41,8 +65,8 @@ export interface BenchSettings {
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const FULL: BenchSizes = { throughput: 10_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000 };
-const QUICK: BenchSizes = { throughput: 1_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000 };
+const FULL: BenchSizes = { throughput: 10_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000 };
+const SMALL: BenchSizes = { throughput: 1_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000 };
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;
@@ -51,13 +75,45 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
-export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env): BenchSettings {
-  const quick = env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
+/** `--name value` and `--name=value` pairs; a flag without a value is an error. */
+export function parseFlags(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (!m) throw new Error(`unexpected argument "${arg}" (flags: --only, --size, --runs, --io-concurrency, --compare)`);
+    const value = m[2] ?? argv[++i];
+    if (value === undefined) throw new Error(`${arg} needs a value`);
+    out[m[1]!] = value;
+  }
+  return out;
+}
+
+function parseOnly(raw: string | undefined): ScenarioName[] {
+  if (raw === undefined || raw.trim() === '') return [...SCENARIOS];
+  const names = raw.split(',').map((s) => s.trim()).filter(Boolean).map((s) => (s === 'fanout' ? 'foreach1k' : s));
+  const unknown = names.filter((n) => !(SCENARIOS as readonly string[]).includes(n));
+  if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.join(', ')}`);
+  return SCENARIOS.filter((s) => names.includes(s));
+}
+
+export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): BenchSettings {
+  const flags = parseFlags(argv);
+  const known = new Set(['only', 'size', 'runs', 'io-concurrency', 'compare']);
+  for (const k of Object.keys(flags)) if (!known.has(k)) throw new Error(`unknown flag --${k}`);
+  const size = flags.size ?? env.BENCH_SIZE ?? (env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true' ? 'small' : 'full');
+  if (size !== 'small' && size !== 'full') throw new Error(`--size must be small or full (got "${size}")`);
+  const quick = size === 'small';
+  const compare = (flags.compare ?? env.BENCH_COMPARE)?.trim();
   return Object.freeze({
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_BENCH_DATABASE_URL,
-    runs: positiveInt('BENCH_RUNS', env.BENCH_RUNS, quick ? 1 : 3),
+    runs: positiveInt('--runs', flags.runs ?? env.BENCH_RUNS, quick ? 1 : 3),
     quick,
-    sizes: quick ? QUICK : FULL,
+    only: parseOnly(flags.only ?? env.BENCH_ONLY),
+    sizes: quick ? SMALL : FULL,
+    ioConcurrency: positiveInt('--io-concurrency', flags['io-concurrency'] ?? env.BENCH_IO_CONCURRENCY, 64),
+    ioSleepMs: 20,
+    ...(compare ? { compare } : {}),
     claimIterations: quick ? 100 : 300,
     idleSeconds: quick ? 2 : 5,
     ceilingSeconds: quick ? 2 : 5,
@@ -66,4 +122,9 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env): BenchSe
     outDir: 'bench-results',
     ...(env.BENCH_PROFILE === '1' ? { profileDir: 'bench-results/profiles' } : {}),
   });
+}
+
+/** Whether this run covers every scenario at full size (only then is latest.json replaced). */
+export function isFullRun(s: BenchSettings): boolean {
+  return !s.quick && s.only.length === SCENARIOS.length && s.profileDir === undefined;
 }
