@@ -46,8 +46,7 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
  * last run: top-level statements, explicit transactions, commits, server time, trigger statements,
  * and the costliest statements of each scenario.
  */
-function formatStatements(runs: RunResult[], scenarios: StepdScenario[]): string[] {
-  const last = runs[runs.length - 1]?.stepd;
+function formatStatements(last: StepdRunResult | undefined, scenarios: StepdScenario[]): string[] {
   if (!last || !scenarios.some((k) => last.resources[k]?.statements)) return [];
   const rows: string[][] = [];
   const tops: string[] = [];
@@ -62,7 +61,7 @@ function formatStatements(runs: RunResult[], scenarios: StepdScenario[]): string
     for (const l of st.topNested.slice(0, 3)) tops.push(`    ${per(l.calls).padStart(6)}  ${(l.totalMs / n).toFixed(3).padStart(7)}  (in a trigger) ${l.query.slice(0, 95)}`);
   }
   return [
-    '  what the executor asked of PostgreSQL, per step (pg_stat_statements, last run): top-level statements, BEGINs,',
+    `  what the executor (${last.build}) asked of PostgreSQL, per step (pg_stat_statements, last run): top-level statements, BEGINs,`,
     '  commits, their server time (triggers included), statements inside triggers and their time',
     '',
     table(['stepd scenario', 'statements', 'BEGINs', 'commits', 'server time', 'in triggers', 'trigger time'], rows).replace(/^/gm, '  '),
@@ -153,7 +152,11 @@ export function formatReport(opts: {
       }, 1, ''),
     ];
   });
-  const statementLines = formatStatements(opts.runs, scenarios);
+  const lastRun = opts.runs[opts.runs.length - 1];
+  const statementLines = [
+    ...formatStatements(lastRun?.stepd, STEPD_SCENARIOS),
+    ...formatStatements(lastRun?.compared, STEPD_SCENARIOS),
+  ];
   const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]));
   const ceilingTool = opts.runs[0]?.ceiling[0]?.tool ?? 'n/a';
   const lines = [
