@@ -39,13 +39,16 @@ export class ExecutorProcess {
   private readonly workDir: string;
   private readonly removeCleanup: () => Promise<void>;
   private readonly killOnExit: () => void;
+  /** Where its /metrics answers, when started with one. */
+  readonly httpPort: number | undefined;
 
   /**
    * `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor).
    * `concurrency`: pass --concurrency (else the default). `cli`: another build's dist/src/cli.js.
    * `config`: written to stepd.config.json in its working folder (else it has none).
+   * `httpPort`: serve /metrics there (--http), for the accounting.
    */
-  constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string; concurrency?: number; cli?: string; executorId?: string; config?: unknown }) {
+  constructor(opts: { url: string; schema: string; cleanup: Cleanup; profileDir?: string; concurrency?: number; cli?: string; executorId?: string; config?: unknown; httpPort?: number }) {
     this.workDir = mkdtempSync(path.join(os.tmpdir(), 'stepd-bench-'));
     if (opts.config !== undefined) writeFileSync(path.join(this.workDir, 'stepd.config.json'), JSON.stringify(opts.config));
     const env: NodeJS.ProcessEnv = {};
@@ -57,6 +60,7 @@ export class ExecutorProcess {
       [
         ...profile, opts.cli ?? cliPath(), 'start', '--database-url', opts.url, '--schema', opts.schema, '--executor-id', opts.executorId ?? 'bench',
         ...(opts.concurrency !== undefined ? ['--concurrency', String(opts.concurrency)] : []),
+        ...(opts.httpPort !== undefined ? ['--http', String(opts.httpPort)] : []),
       ],
       { cwd: this.workDir, env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -76,6 +80,7 @@ export class ExecutorProcess {
       if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
     };
     process.once('exit', this.killOnExit);
+    if (opts.httpPort !== undefined) this.httpPort = opts.httpPort;
     this.removeCleanup = opts.cleanup.add(`stop executor ${this.child.pid}`, () => this.stop());
   }
 

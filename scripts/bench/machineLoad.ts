@@ -8,6 +8,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import type { StatementProbe, StatementSummary } from './statementStats.js';
+import { diffAccounting, type ExecutorAccounting, type MetricSample } from './executorAccounting.js';
 
 interface CpuSnapshot {
   busy: number;
@@ -31,6 +32,8 @@ export interface ScenarioResources {
   executorWrites: number;
   /** What the executor asked of PostgreSQL (pg_stat_statements), when the server tracks it. */
   statements?: StatementSummary;
+  /** The executor's claim and outcome-transaction time (its /metrics), with bench --accounting. */
+  accounting?: ExecutorAccounting;
 }
 
 export interface ProcessProbe {
@@ -40,13 +43,16 @@ export interface ProcessProbe {
 
 /**
  * Runs `fn`, measuring wall time, the executor's CPU and writes, and the machine's CPU; with
- * `statements`, also the executor's statements (the harness's name `harnessMarker`, its schema).
+ * `statements`, also the executor's statements (the harness's name `harnessMarker`, its schema);
+ * with `scrape`, the executor's own accounting.
  */
 export async function withResources<T>(
   proc: ProcessProbe,
   fn: () => Promise<T>,
-  statements?: { probe: StatementProbe; harnessMarker: string },
+  probes: { statements?: { probe: StatementProbe; harnessMarker: string }; scrape?: () => Promise<MetricSample> } = {},
 ): Promise<{ result: T; resources: ScenarioResources }> {
+  const { statements, scrape } = probes;
+  const a0 = await scrape?.();
   const s0 = await statements?.probe.snapshot();
   const m0 = cpuSnapshot();
   const c0 = proc.cpuSeconds();
@@ -58,6 +64,7 @@ export async function withResources<T>(
   const w1 = proc.writeSyscalls();
   const m1 = cpuSnapshot();
   const s1 = await statements?.probe.snapshot();
+  const a1 = await scrape?.();
   const total = m1.total - m0.total;
   return {
     result,
@@ -67,6 +74,7 @@ export async function withResources<T>(
       machineBusyPercent: total > 0 ? ((m1.busy - m0.busy) / total) * 100 : Number.NaN,
       executorWrites: w1 - w0,
       ...(statements && s0 && s1 ? { statements: statements.probe.diff(s0, s1, statements.harnessMarker) } : {}),
+      ...(a0 && a1 ? { accounting: diffAccounting(a0, a1) } : {}),
     },
   };
 }

@@ -6,6 +6,7 @@ import { busyWarning } from './machineLoad.js';
 import { spread } from './stats.js';
 import { computeFigures, type Figure, type RunResult } from './figures.js';
 import type { StepdRunResult, StepdScenario } from './stepdRun.js';
+import type { StatementKind } from './statementStats.js';
 import type { ScaleResult } from './scale.js';
 import { SCENARIOS, type BenchSettings } from './settings.js';
 
@@ -25,6 +26,38 @@ function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)));
   const line = (cells: string[]) => cells.map((c, i) => c + ' '.repeat(widths[i]! - [...c].length)).join('  ').trimEnd();
   return [line(header), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+const KIND_ORDER: StatementKind[] = ['admit', 'claim', 'record', 'create', 'events', 'tx', 'other'];
+
+/** The executors' own accounting per step (bench --accounting), from the last run. */
+function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScenario[]): string[] {
+  if (!last || !scenarios.some((k) => last.resources[k]?.accounting)) return [];
+  const rows: string[][] = [];
+  for (const k of scenarios) {
+    const a = last.resources[k]?.accounting;
+    const n = stepsOf(last, k);
+    const wall = last.resources[k]?.wallMs;
+    if (!a || !n || !wall) continue;
+    rows.push([
+      k,
+      `${a.claims} (${(a.stepsClaimed / Math.max(1, a.claims)).toFixed(1)} steps each)`,
+      `${(a.claimMs / Math.max(1, a.claims)).toFixed(2)} ms`,
+      `${((a.claimMs / wall) * 100).toFixed(0)} %`,
+      `${a.outcomeTransactions} (${(a.outcomesRecorded / Math.max(1, a.outcomeTransactions)).toFixed(1)} each)`,
+      `${(a.outcomeTxMs / Math.max(1, a.outcomeTransactions)).toFixed(2)} ms`,
+      `${((a.outcomeTxMs / wall) * 100).toFixed(0)} %`,
+      `${(a.stepMs / Math.max(1, a.stepsEnded)).toFixed(2)} ms`,
+    ]);
+  }
+  return [
+    `  the executor's own accounting (${last.build}, its /metrics, last run): claims and outcome transactions, their mean`,
+    '  duration and their share of the scenario\'s wall time (both run concurrently with each other and with the tools),',
+    '  and a step attempt\'s mean time from claim to outcome',
+    '',
+    table(['stepd scenario', 'claims', 'claim mean', 'claims ÷ wall', 'outcome txs', 'tx mean', 'txs ÷ wall', 'step mean'], rows).replace(/^/gm, '  '),
+    '',
+  ];
 }
 
 const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'chain', 'fanout', 'wakeup', 'fanoutLarge', 'io'];
@@ -49,12 +82,22 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
 function formatStatements(last: StepdRunResult | undefined, scenarios: StepdScenario[]): string[] {
   if (!last || !scenarios.some((k) => last.resources[k]?.statements)) return [];
   const rows: string[][] = [];
+  const kindRows: string[][] = [];
   const tops: string[] = [];
   for (const k of scenarios) {
     const st = last.resources[k]?.statements;
     const n = stepsOf(last, k);
     if (!st || !n) continue;
     const per = (v: number, d = 2) => (v / n).toFixed(d);
+    kindRows.push([
+      k,
+      ...KIND_ORDER.map((kind) => {
+        const x = st.byKind[kind];
+        return x ? `${per(x.ms, 3)} (${per(x.calls)})` : '';
+      }),
+      st.activeMs !== undefined ? `${per(st.activeMs, 3)} ms` : '',
+      st.idleInTransactionMs !== undefined ? `${per(st.idleInTransactionMs, 3)} ms` : '',
+    ]);
     rows.push([k, per(st.calls), per(st.transactions), per(st.commits), `${per(st.execMs, 3)} ms`, per(st.nestedCalls), `${per(st.nestedMs, 3)} ms`]);
     tops.push(`  ${k}: the executor's costliest statements (calls per step, server ms per step)`);
     for (const l of st.top.slice(0, 6)) tops.push(`    ${per(l.calls).padStart(6)}  ${(l.totalMs / n).toFixed(3).padStart(7)}  ${l.query.slice(0, 110)}`);
@@ -65,6 +108,11 @@ function formatStatements(last: StepdRunResult | undefined, scenarios: StepdScen
     '  commits, their server time (triggers included), statements inside triggers and their time',
     '',
     table(['stepd scenario', 'statements', 'BEGINs', 'commits', 'server time', 'in triggers', 'trigger time'], rows).replace(/^/gm, '  '),
+    '',
+    '  server time per step by what the statements are for (calls per step in parentheses); sessions: time PostgreSQL spent',
+    '  executing (harness included) and idle inside the executor\'s transactions, waiting for it',
+    '',
+    table(['stepd scenario', ...KIND_ORDER, 'active', 'idle in tx'], kindRows).replace(/^/gm, '  '),
     '',
     ...tops,
     '',
@@ -156,6 +204,8 @@ export function formatReport(opts: {
   const statementLines = [
     ...formatStatements(lastRun?.stepd, STEPD_SCENARIOS),
     ...formatStatements(lastRun?.compared, STEPD_SCENARIOS),
+    ...formatAccounting(lastRun?.stepd, STEPD_SCENARIOS),
+    ...formatAccounting(lastRun?.compared, STEPD_SCENARIOS),
   ];
   const warning = busyWarning(opts.runs.flatMap((r) => [r.load.before, r.load.after]));
   const ceilingTool = opts.runs[0]?.ceiling[0]?.tool ?? 'n/a';

@@ -5,6 +5,8 @@
  *                                    such a run does not replace bench-results/latest.json
  *   --runs N          BENCH_RUNS     how many times each scenario runs (default 3; 1 with --size small)
  *   --io-concurrency N BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
+ *   --accounting      BENCH_ACCOUNTING=1  run the executors with --http and read their /metrics around each
+ *                                    scenario (claim and outcome-transaction time); a diagnostic
  *   --compare REF     BENCH_COMPARE  also run the stepd scenarios with the code of git REF, built in a
  *                                    temporary folder, alternating with this tree run by run
  *                     BENCH_DATABASE_URL  PostgreSQL to use (default: the `test` database on 127.0.0.1:5432)
@@ -48,6 +50,8 @@ export interface BenchSettings {
   ioSleepMs: number;
   /** A git ref whose code runs the stepd scenarios too, side by side with this tree. */
   compare?: string;
+  /** Read the executors' /metrics around each scenario (they run with --http). */
+  accounting: boolean;
   /** Claim statements timed per run and table state. */
   claimIterations: number;
   /** How long the executor sits idle while its CPU use is measured. */
@@ -75,13 +79,20 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
-/** `--name value` and `--name=value` pairs; a flag without a value is an error. */
+/** Flags that take no value. */
+const SWITCHES = new Set(['accounting']);
+
+/** `--name value` and `--name=value` pairs, and switches (`--accounting`: "true"); a flag without a value is an error. */
 export function parseFlags(argv: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-    if (!m) throw new Error(`unexpected argument "${arg}" (flags: --only, --size, --runs, --io-concurrency, --compare)`);
+    if (!m) throw new Error(`unexpected argument "${arg}" (flags: --only, --size, --runs, --io-concurrency, --compare, --accounting)`);
+    if (SWITCHES.has(m[1]!) && m[2] === undefined) {
+      out[m[1]!] = 'true';
+      continue;
+    }
     const value = m[2] ?? argv[++i];
     if (value === undefined) throw new Error(`${arg} needs a value`);
     out[m[1]!] = value;
@@ -99,7 +110,7 @@ function parseOnly(raw: string | undefined): ScenarioName[] {
 
 export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): BenchSettings {
   const flags = parseFlags(argv);
-  const known = new Set(['only', 'size', 'runs', 'io-concurrency', 'compare']);
+  const known = new Set(['only', 'size', 'runs', 'io-concurrency', 'compare', 'accounting']);
   for (const k of Object.keys(flags)) if (!known.has(k)) throw new Error(`unknown flag --${k}`);
   const size = flags.size ?? env.BENCH_SIZE ?? (env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true' ? 'small' : 'full');
   if (size !== 'small' && size !== 'full') throw new Error(`--size must be small or full (got "${size}")`);
@@ -114,6 +125,7 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
     ioConcurrency: positiveInt('--io-concurrency', flags['io-concurrency'] ?? env.BENCH_IO_CONCURRENCY, 64),
     ioSleepMs: 20,
     ...(compare ? { compare } : {}),
+    accounting: ['1', 'true'].includes(flags.accounting ?? env.BENCH_ACCOUNTING ?? ''),
     claimIterations: quick ? 100 : 300,
     idleSeconds: quick ? 2 : 5,
     ceilingSeconds: quick ? 2 : 5,
@@ -126,5 +138,5 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
 
 /** Whether this run covers every scenario at full size (only then is latest.json replaced). */
 export function isFullRun(s: BenchSettings): boolean {
-  return !s.quick && s.only.length === SCENARIOS.length && s.profileDir === undefined;
+  return !s.quick && s.only.length === SCENARIOS.length && s.profileDir === undefined && !s.accounting;
 }

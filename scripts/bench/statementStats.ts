@@ -26,6 +26,8 @@ export interface StatementSnapshot {
   statements: Map<string, StatementRow>;
   commits: number;
   rollbacks: number;
+  activeMs?: number;
+  idleInTransactionMs?: number;
 }
 
 export interface StatementLine {
@@ -34,6 +36,27 @@ export interface StatementLine {
   calls: number;
   totalMs: number;
   rows: number;
+}
+
+/**
+ * What a statement is for, read from its text (the executor's statements as of issue 12; a
+ * statement not recognised counts as `other`): claims, admission, recording outcomes (lock and
+ * finish, end a workflow, fan-out progress and joins), creating steps (admission's first steps
+ * and successors alike), events, transaction control.
+ */
+export type StatementKind = 'claim' | 'admit' | 'record' | 'create' | 'events' | 'tx' | 'other';
+
+const KINDS: [StatementKind, RegExp][] = [
+  ['tx', /^(BEGIN|START TRANSACTION|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i],
+  ['claim', /^WITH (RECURSIVE wf|claimed AS)/i],
+  ['admit', /^WITH picked AS/i],
+  ['create', /^WITH ins AS \(\s*INSERT INTO workflow_steps|^INSERT INTO workflow_steps/i],
+  ['record', /^WITH (locked|live|RECURSIVE outcome) AS|fanout_id = \$1|^UPDATE workflows|^UPDATE workflow_steps/i],
+  ['events', /pg_notify/i],
+];
+
+export function statementKind(query: string): StatementKind {
+  return KINDS.find(([, re]) => re.test(query))?.[0] ?? 'other';
 }
 
 export interface StatementSummary {
@@ -48,6 +71,14 @@ export interface StatementSummary {
   /** Statements run inside triggers and functions, counted apart. */
   nestedCalls: number;
   nestedMs: number;
+  /** Top-level calls and server time by what they are for. */
+  byKind: Partial<Record<StatementKind, { calls: number; ms: number }>>;
+  /**
+   * Database-wide session time (pg_stat_database, PostgreSQL 14+; the harness's polls are in
+   * `activeMs` too): executing statements, and inside a transaction waiting for the client.
+   */
+  activeMs?: number;
+  idleInTransactionMs?: number;
   /** Top-level statements by execution time, most first. */
   top: StatementLine[];
   /** Nested (trigger) statements by execution time, most first. */
@@ -89,12 +120,20 @@ export async function openStatementProbe(url: string): Promise<StatementProbe | 
   return {
     async snapshot() {
       const { rows } = await client.query<{ key: string; query: string; toplevel: boolean; calls: number; total_ms: number; rows: number }>(SNAPSHOT_SQL);
-      const { rows: db } = await client.query<{ commits: number; rollbacks: number }>(
-        `SELECT xact_commit::float8 AS commits, xact_rollback::float8 AS rollbacks FROM pg_stat_database WHERE datname = current_database()`,
+      const { rows: db } = await client.query<{ commits: number; rollbacks: number; active_ms: number | null; idle_in_tx_ms: number | null }>(
+        `SELECT xact_commit::float8 AS commits, xact_rollback::float8 AS rollbacks,
+                (to_jsonb(d) ->> 'active_time')::float8 AS active_ms,
+                (to_jsonb(d) ->> 'idle_in_transaction_time')::float8 AS idle_in_tx_ms
+           FROM pg_stat_database d WHERE datname = current_database()`,
       );
       const statements = new Map<string, StatementRow>();
       for (const r of rows) statements.set(r.key, { key: r.key, query: r.query, toplevel: r.toplevel, calls: r.calls, totalMs: r.total_ms, rows: r.rows });
-      return { statements, commits: db[0]!.commits, rollbacks: db[0]!.rollbacks };
+      const d = db[0]!;
+      return {
+        statements, commits: d.commits, rollbacks: d.rollbacks,
+        ...(d.active_ms !== null ? { activeMs: d.active_ms } : {}),
+        ...(d.idle_in_tx_ms !== null ? { idleInTransactionMs: d.idle_in_tx_ms } : {}),
+      };
     },
     diff: diffSnapshots,
     async close() {
@@ -109,6 +148,7 @@ export function diffSnapshots(before: StatementSnapshot, after: StatementSnapsho
   const nested: StatementLine[] = [];
   let harnessCalls = 0;
   let transactions = 0;
+  const byKind: StatementSummary['byKind'] = {};
   for (const a of after.statements.values()) {
     const b = before.statements.get(a.key);
     const calls = a.calls - (b?.calls ?? 0);
@@ -124,6 +164,9 @@ export function diffSnapshots(before: StatementSnapshot, after: StatementSnapsho
       continue;
     }
     if (/^(BEGIN|START TRANSACTION)\b/i.test(line.query)) transactions += calls;
+    const kind = (byKind[statementKind(line.query)] ??= { calls: 0, ms: 0 });
+    kind.calls += calls;
+    kind.ms += line.totalMs;
     top.push(line);
   }
   const byTime = (x: StatementLine, y: StatementLine) => y.totalMs - x.totalMs;
@@ -138,6 +181,11 @@ export function diffSnapshots(before: StatementSnapshot, after: StatementSnapsho
     execMs: sum(top, (l) => l.totalMs),
     nestedCalls: sum(nested, (l) => l.calls),
     nestedMs: sum(nested, (l) => l.totalMs),
+    byKind,
+    ...(after.activeMs !== undefined && before.activeMs !== undefined ? { activeMs: after.activeMs - before.activeMs } : {}),
+    ...(after.idleInTransactionMs !== undefined && before.idleInTransactionMs !== undefined
+      ? { idleInTransactionMs: after.idleInTransactionMs - before.idleInTransactionMs }
+      : {}),
     top: top.slice(0, 12),
     topNested: nested.slice(0, 8),
   };

@@ -15,6 +15,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { migrate } from '../../src/db/migrate.js';
 import { runChain, type ChainResult } from './chain.js';
+import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
@@ -84,9 +85,10 @@ export async function runStepdScenarios(opts: {
   const out: StepdRunResult = { build: build.label, resources: {}, errors: [], executorLog: [] };
   const selected = (n: ScenarioName) => settings.only.includes(n);
   const s = settings.sizes;
-  const startExecutor = (extra: { concurrency?: number; executorId?: string; config?: unknown } = {}) =>
+  const startExecutor = async (extra: { concurrency?: number; executorId?: string; config?: unknown } = {}) =>
     new ExecutorProcess({
       url, schema, cleanup, ...extra,
+      ...(settings.accounting ? { httpPort: await freePort() } : {}),
       ...(settings.profileDir ? { profileDir: settings.profileDir } : {}),
       ...(build.cli ? { cli: build.cli } : {}),
     });
@@ -96,8 +98,11 @@ export async function runStepdScenarios(opts: {
     progress(what);
     try {
       ctx.executor.assertAlive();
-      const probe = opts.statements ? { probe: opts.statements, harnessMarker: schema } : undefined;
-      const { result, resources } = await withResources(ctx.executor, fn, probe);
+      const port = ctx.executor.httpPort;
+      const { result, resources } = await withResources(ctx.executor, fn, {
+        ...(opts.statements ? { statements: { probe: opts.statements, harnessMarker: schema } } : {}),
+        ...(port !== undefined ? { scrape: () => scrapeMetrics(port) } : {}),
+      });
       out[key] = result as StepdRunResult[K];
       out.resources[key] = resources;
     } catch (err) {
@@ -112,7 +117,7 @@ export async function runStepdScenarios(opts: {
     if (SHARED_EXECUTOR.some(selected)) {
       // The large fan-out has more step rows (items + fork + join) than the default cap of 10,000
       // per workflow allows; caps only decide which flows are admitted.
-      const exec = startExecutor(selected('foreach10k') ? { config: { caps: { steps: s.fanoutLarge + 10 } } } : {});
+      const exec = await startExecutor(selected('foreach10k') ? { config: { caps: { steps: s.fanoutLarge + 10 } } } : {});
       executors.push(exec);
       const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
       await warmUp(ctx);
@@ -143,7 +148,7 @@ export async function runStepdScenarios(opts: {
       await exec.close();
     }
     if (selected('io')) {
-      const exec = startExecutor({ concurrency: settings.ioConcurrency, executorId: 'bench-io' });
+      const exec = await startExecutor({ concurrency: settings.ioConcurrency, executorId: 'bench-io' });
       executors.push(exec);
       const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
       await warmUp(ctx);
