@@ -68,13 +68,21 @@ export function newSchemaName(label: string): string {
   return `bench_${randomBytes(4).toString('hex')}_${label}`;
 }
 
-/** Registers the schema's DROP with `cleanup` and returns a function that drops it now. */
+/**
+ * Registers the schema's DROP with `cleanup` and returns a function that drops it now, with what
+ * a stepd migration creates beside it: pg-boss's `<schema>_boss` and the `<schema>_executor` and
+ * `<schema>_client` roles (each dropped if it exists; a role still referenced elsewhere stays).
+ */
 export function dropSchemaLater(cleanup: Cleanup, url: string, schema: string): () => Promise<void> {
   return cleanup.add(`drop schema ${schema}`, async () => {
     const client = new pg.Client({ connectionString: url, application_name: 'stepd-bench-cleanup' });
     await client.connect();
     try {
       await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
+      await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(`${schema}_boss`)} CASCADE`);
+      for (const role of [`${schema}_executor`, `${schema}_client`]) {
+        await client.query(`DROP ROLE IF EXISTS ${client.escapeIdentifier(role)}`).catch(() => {});
+      }
     } finally {
       await client.end();
     }
