@@ -28,7 +28,7 @@ function table(header: string[], rows: string[][]): string {
   return [line(header), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-const KIND_ORDER: StatementKind[] = ['admit', 'claim', 'record', 'create', 'events', 'tx', 'other'];
+const KIND_ORDER: StatementKind[] = ['admit', 'claim', 'record', 'create', 'events', 'read', 'tx', 'other'];
 
 /** The executors' own accounting per step (bench --accounting), from the last run. */
 function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScenario[]): string[] {

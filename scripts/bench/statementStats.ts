@@ -42,9 +42,9 @@ export interface StatementLine {
  * What a statement is for, read from its text (the executor's statements as of issue 12; a
  * statement not recognised counts as `other`): claims, admission, recording outcomes (lock and
  * finish, end a workflow, fan-out progress and joins), creating steps (admission's first steps
- * and successors alike), events, transaction control.
+ * and successors alike), events, other reads (e.g. a forEach item's value), transaction control.
  */
-export type StatementKind = 'claim' | 'admit' | 'record' | 'create' | 'events' | 'tx' | 'other';
+export type StatementKind = 'claim' | 'admit' | 'record' | 'create' | 'events' | 'read' | 'tx' | 'other';
 
 const KINDS: [StatementKind, RegExp][] = [
   ['tx', /^(BEGIN|START TRANSACTION|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b/i],
@@ -53,6 +53,7 @@ const KINDS: [StatementKind, RegExp][] = [
   ['create', /^WITH ins AS \(\s*INSERT INTO workflow_steps|^INSERT INTO workflow_steps/i],
   ['record', /^WITH (locked|live|RECURSIVE outcome) AS|fanout_id = \$1|^UPDATE workflows|^UPDATE workflow_steps/i],
   ['events', /pg_notify/i],
+  ['read', /^SELECT\b/i],
 ];
 
 export function statementKind(query: string): StatementKind {
