@@ -91,4 +91,12 @@ describe('a redrive never turns a refusal into a run', () => {
       "cannot refuse it either; the victim's steps run again as the victim. Fix: refuse unless wf.created_by is the caller (or the " +
       'caller may act as it under an operator-configured rule), in src/api/operations.ts',
   );
+
+  it.todo(
+    "a redrive checks clients.actAs again: today the role that answers for a workflow is checked only at admission " +
+      '(src/executor/transactions.ts checkActingUser), so after the operator narrows a role\'s actAs, that role can still redrive a ' +
+      'failed workflow it started as a user it may no longer act as, and its failed steps run as that user (read from the code: ' +
+      'redrive*.ts never calls decideActingUser). Fix: in redriveOne, refuse with redrive_refused (reason permission_denied) when ' +
+      'decideActingUser({role: created_role, trusted, createdBy}) refuses',
+  );
 });
