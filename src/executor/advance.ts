@@ -10,24 +10,13 @@ import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import {
-  cancelLiveStepsInFanout,
-  endWorkflowCancellingLiveSteps,
-  failForkRowsIfDone,
-  getFanoutOutcomeTree,
-  getFanoutProgress,
-  getPrecedingRowInChain,
-  setFanoutOpen,
-  type FanoutOutcome,
-  type ForkRow,
-  type NewStep,
-  type Queryable,
-} from '../db/queries.js';
+import { getPrecedingRowInChain, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
 import type { WorkflowInfo } from './workflowCache.js';
-import { ScopeBuilder, forkItemAt, forkItemCount } from './scope.js';
+import { ScopeBuilder } from './scope.js';
+import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
 import { startSubWorkflowStep } from './subWorkflows.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
 
@@ -40,11 +29,7 @@ export interface AdvanceDeps {
   leaseGraceMs: number;
 }
 
-/** Where a step sits: the fan-out row that created its branch and its item there. */
-export interface Position {
-  fanoutId: string | null;
-  itemIndex: number | null;
-}
+export type { Position } from './forkSettlement.js';
 
 /** The row a decision continues from. */
 export interface Origin extends Position {
@@ -60,27 +45,27 @@ export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; 
 
 /**
  * State of one workflow within one transaction. Writes go through the transaction's TxWriter,
- * which several Advances (one per workflow) may share.
+ * which several Advances (one per workflow) may share. Arrivals at forks are settled after the
+ * outcomes of the batch are applied (settleArrivals; the writer does it before it finishes).
  */
-export class Advance {
+export class Advance implements ForkHost {
   private finished = false;
-  /**
-   * The results of the fan-outs computed in this transaction, by fork row id, with the fork
-   * above them: an enclosing fan-out that settles next reuses them instead of reading below
-   * again, so settling M nested forks reads each level once.
-   */
-  private readonly results = new Map<string, { parent: string | null; value: unknown }>();
-  /** Steps that fork without a join: a branch ending there has that fan-out's results as its value. */
-  private joinlessForks: string[] | undefined;
   readonly scopes: ScopeBuilder;
+  private readonly forks: ForkSettlement;
+  /** Outcomes recorded in this transaction and not applied yet (see ForkHost.unapplied). */
+  private readonly pendingOutcomes = new Set<string>();
+  /** Of those, the ones a failing fork or the workflow's end cancelled: never applied. */
+  private readonly cancelledOutcomes = new Set<string>();
 
   constructor(
-    private readonly db: Queryable,
+    readonly db: Queryable,
     private readonly deps: AdvanceDeps,
-    private readonly wf: WorkflowInfo,
-    private readonly writer: TxWriter,
+    readonly wf: WorkflowInfo,
+    readonly writer: TxWriter,
   ) {
     this.scopes = new ScopeBuilder(db, wf, () => this.flush());
+    this.forks = new ForkSettlement(this);
+    writer.beforeFinish(() => this.settleArrivals());
   }
 
   /** True once the workflow reached a terminal state in this transaction. */
@@ -92,8 +77,34 @@ export class Advance {
     this.writer.event({ type, schema: this.deps.schema, workflowId: this.wf.id, at: new Date().toISOString(), ...extra });
   }
 
-  /** Applies a step's outcome, already recorded on `origin`'s row. */
+  /** Outcomes recorded by the batch before any is applied: until applied, they count as live. */
+  recorded(stepIds: Iterable<string>): void {
+    for (const id of stepIds) this.pendingOutcomes.add(id);
+  }
+
+  unapplied(): string[] {
+    return [...this.pendingOutcomes];
+  }
+
+  cancelUnapplied(ids: string[]): void {
+    for (const id of ids) {
+      this.pendingOutcomes.delete(id);
+      this.cancelledOutcomes.add(id);
+    }
+  }
+
+  /** Settles the arrivals at forks that the outcomes applied so far left (see ForkSettlement). */
+  async settleArrivals(): Promise<void> {
+    await this.forks.settleArrivals();
+  }
+
+  /**
+   * Applies a step's outcome, already recorded on `origin`'s row — unless the workflow ended or
+   * a failing fork cancelled the step since (it then changes nothing, as a late outcome).
+   */
   async afterOutcome(origin: Origin, outcome: Outcome): Promise<void> {
+    this.pendingOutcomes.delete(origin.id);
+    if (this.finished || this.cancelledOutcomes.has(origin.id)) return;
     const flow = this.wf.flow;
     if (!flow.steps.has(origin.name)) {
       // A row the flow does not know (written outside it): nothing can follow it; the workflow fails.
@@ -161,7 +172,7 @@ export class Advance {
           ...pos,
         });
       case 'parallel': {
-        if (decision.branches.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        if (decision.branches.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
         for (const [i, branch] of decision.branches.entries()) {
           await this.createStep(branch, { fanoutId: origin.id, itemIndex: i }, {});
@@ -169,7 +180,7 @@ export class Advance {
         return;
       }
       case 'forEach': {
-        if (decision.items.length === 0) return this.fanoutSettled(await this.forkRow(origin.id));
+        if (decision.items.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
         const n = Math.min(decision.concurrency, decision.items.length);
         for (let i = 0; i < n; i++) {
@@ -178,157 +189,21 @@ export class Advance {
         return;
       }
       case 'arrive':
-        return this.arrive(pos, decision.output);
+        return this.forks.arrive(pos, decision.output);
       case 'complete':
         return this.completeWorkflow(decision.output);
       case 'failWorkflow':
         return this.failWorkflow(decision.error);
       case 'failBranch':
-        return this.failBranch(pos, decision.error);
+        return this.forks.failBranch(pos, decision.error);
     }
   }
 
-  /**
-   * A branch at `pos` failed for good. An allSettled fan-out records it and goes on; a failFast
-   * one fails as a whole: its live branches are cancelled, its fork row takes the error, and the
-   * fork's own onError — or else the level above — handles it, up to failing the workflow.
-   * However many nested forks the failure goes up through, their rows are failed in one
-   * statement and the live steps below the outermost are cancelled in one.
-   */
-  private async failBranch(pos: Position, error: ErrorData): Promise<void> {
-    const failing: ForkRow[] = [];
-    let then: () => Promise<void>;
-    for (let cur = pos; ; ) {
-      if (cur.fanoutId === null) {
-        then = () => this.failWorkflow(error);
-        break;
-      }
-      const fork = await this.forkRow(cur.fanoutId);
-      const forkStep = getStep(this.wf.flow, fork.name);
-      const t = forkStep.transition;
-      if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') {
-        const at = cur;
-        then = () => this.arrive(at, null);
-        break;
-      }
-      const forkPos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
-      if (forkPos.fanoutId === null && forkStep.onError === undefined) {
-        then = () => this.failWorkflow(error);
-        break;
-      }
-      failing.push(fork);
-      const onError = forkStep.onError;
-      if (onError !== undefined) {
-        then = () => this.createStep(onError, forkPos, { error });
-        break;
-      }
-      cur = forkPos;
-    }
-    if (failing.length > 0) {
-      await this.flush();
-      this.writer.cancelledRunning.push(...(await cancelLiveStepsInFanout(this.db, failing[failing.length - 1]!.id)));
-      await failForkRowsIfDone(this.db, failing.map((f) => f.id), error);
-      for (const f of failing) this.event('step.failed', { stepId: f.id, step: f.name, attempt: 1, error });
-    }
-    return then();
-  }
-
-  /** A chain ended at `pos`: arrive at its fan-out, or end the workflow if nothing else is live. */
-  private async arrive(pos: Position, output: unknown): Promise<void> {
-    if (pos.fanoutId === null) {
-      const tooLarge = this.wf.flow.caps && valueCapError('the workflow output', output, 'outputBytes', this.wf.flow.caps);
-      if (tooLarge) return this.failWorkflow(tooLarge);
-      this.writer.completeIfIdle(this.wf.id, output, (completed) => completed && this.ended_('completed'));
-      return;
-    }
-    const fork = await this.forkRow(pos.fanoutId);
-    const forkStep = getStep(this.wf.flow, fork.name);
-    const t = forkStep.transition;
-    await this.flush();
-    const progress = await getFanoutProgress(this.db, fork.id);
-    if (t.kind === 'forEach' && progress.started < (await forkItemCount(this.db, fork, forkStep, this.scopes))) {
-      const i = progress.started;
-      const item = await forkItemAt(this.db, fork, forkStep, i, this.scopes);
-      await this.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item, index: i });
-      return;
-    }
-    if (progress.live > 0) return;
-    await this.fanoutSettled(fork);
-  }
-
-  /** Every branch of a fan-out instance finished: create its join once, or end its chain. */
-  private async fanoutSettled(fork: ForkRow): Promise<void> {
-    await this.flush();
-    await setFanoutOpen(this.db, fork.id, false);
-    const t = getStep(this.wf.flow, fork.name).transition;
-    if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
-    const results = await this.fanoutResults(fork);
-    const pos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
-    if (t.join !== undefined) return this.createStep(t.join, pos, { results });
-    return this.arrive(pos, results);
-  }
-
-  /**
-   * What the join of a settled fan-out instance sees as `{{results}}`: each branch's last row,
-   * by branch name (parallel) or in input order (forEach); with allSettled, each outcome. A
-   * branch that ended in a fork without a join has that fan-out's results as its value. The
-   * last rows of the whole instance, nested join-less fan-outs included, are read in one
-   * statement; fan-outs whose results this transaction already computed are not read again.
-   */
-  private async fanoutResults(fork: ForkRow): Promise<unknown> {
-    const known = this.results.get(fork.id);
-    if (known) return known.value;
-    const descend = this.joinless();
-    const skip = [...this.results].filter(([, r]) => r.parent === fork.id).map(([id]) => id);
-    await this.flush();
-    const rows = await getFanoutOutcomeTree(this.db, fork.id, descend, skip);
-    this.scopes.rememberForks(rows.filter((r) => r.status === 'done' && descend.includes(r.name)));
-    const byFork = new Map<string, FanoutOutcome[]>();
-    for (const r of rows) {
-      const list = byFork.get(r.fanout_id);
-      if (list) list.push(r);
-      else byFork.set(r.fanout_id, [r]);
-    }
-    return this.resultsOf(fork, byFork);
-  }
-
-  private async resultsOf(fork: ForkRow, byFork: Map<string, FanoutOutcome[]>): Promise<unknown> {
-    const known = this.results.get(fork.id);
-    if (known) return known.value;
-    const forkStep = getStep(this.wf.flow, fork.name);
-    const t = forkStep.transition;
-    if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
-    const outcomes = byFork.get(fork.id) ?? [];
-    const value = async (o: FanoutOutcome): Promise<unknown> => {
-      if (o.status === 'done' && this.joinless().includes(o.name)) return this.resultsOf(await this.forkRow(o.id), byFork);
-      return o.result;
-    };
-    const entry = async (o: FanoutOutcome | undefined): Promise<unknown> => {
-      if (t.mode !== 'allSettled') return o ? ((await value(o)) ?? null) : null;
-      if (!o) return { status: 'skipped' };
-      return o.status === 'done' ? { status: 'done', result: await value(o) } : { status: o.status, error: o.error };
-    };
-    let out: unknown;
-    if (t.kind === 'forEach') {
-      const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
-      const count = await forkItemCount(this.db, fork, forkStep, this.scopes);
-      const list: unknown[] = [];
-      for (let i = 0; i < count; i++) list.push(await entry(byIndex.get(i)));
-      out = list;
-    } else {
-      const obj: Record<string, unknown> = {};
-      for (const [i, b] of t.branches.entries()) obj[b] = await entry(outcomes.find((o) => o.item_index === i));
-      out = obj;
-    }
-    this.results.set(fork.id, { parent: fork.fanout_id, value: out });
-    return out;
-  }
-
-  private joinless(): string[] {
-    this.joinlessForks ??= [...this.wf.flow.steps.values()]
-      .filter((s) => (s.transition.kind === 'parallel' || s.transition.kind === 'forEach') && s.transition.join === undefined)
-      .map((s) => s.name);
-    return this.joinlessForks;
+  /** A chain ended outside any fan-out: the workflow completes at the end of the transaction if nothing is live then. */
+  async endTopChain(output: unknown): Promise<void> {
+    const tooLarge = this.wf.flow.caps && valueCapError('the workflow output', output, 'outputBytes', this.wf.flow.caps);
+    if (tooLarge) return this.failWorkflow(tooLarge);
+    this.writer.completeIfIdle(this.wf.id, output, (completed) => completed && this.ended_('completed'));
   }
 
   /** The next attempt of a gate: pending again, with its rendered message and a fresh timeout. */
@@ -419,11 +294,17 @@ export class Advance {
     return { readyAt: at };
   }
 
+  /**
+   * Ends the workflow: written with the other workflows this transaction ends, in one statement
+   * before it commits (TxWriter.endWorkflow); its live steps, and outcomes of it recorded but not
+   * applied, are cancelled then. Nothing more of it is applied in this transaction.
+   */
   async completeWorkflow(output: unknown): Promise<void> {
     if (this.finished) return;
     this.writer.cancelEnd(this.wf.id);
-    await this.flush();
-    this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'completed', output })));
+    // Its steps queued in this transaction would only be cancelled (and a claimed one run for nothing).
+    this.writer.dropQueued(this.wf.id);
+    this.writer.endWorkflow({ workflowId: this.wf.id, status: 'completed', output }, this.endUnapplied());
     this.ended_('completed');
   }
 
@@ -431,8 +312,14 @@ export class Advance {
     if (this.finished) return;
     this.writer.cancelEnd(this.wf.id);
     this.writer.dropQueued(this.wf.id);
-    this.writer.cancelledRunning.push(...(await endWorkflowCancellingLiveSteps(this.db, this.wf.id, { status: 'failed', error })));
+    this.writer.endWorkflow({ workflowId: this.wf.id, status: 'failed', error }, this.endUnapplied());
     this.ended_('failed', error);
+  }
+
+  private endUnapplied(): string[] {
+    const ids = this.unapplied();
+    this.cancelUnapplied(ids);
+    return ids;
   }
 
   private ended_(status: 'completed' | 'failed', error?: ErrorData): void {
@@ -451,14 +338,7 @@ export class Advance {
     if (getStep(this.wf.flow, origin.name).kind !== 'fork') await setFanoutOpen(this.db, origin.id, true);
   }
 
-  /** A fork row's identity and item count never change, so one read per transaction is enough. */
-  private async forkRow(id: string): Promise<ForkRow> {
-    const row = await this.scopes.fork(id);
-    if (!row) throw new Error(`fan-out row ${id} not found`);
-    return row;
-  }
-
-  private async queue(step: NewStep): Promise<void> {
+  private queue(step: NewStep): void {
     const leaseMs = getStep(this.wf.flow, step.name).timeoutMs + this.deps.leaseGraceMs;
     this.writer.queue(step, { user: this.wf.createdBy, leaseMs });
   }

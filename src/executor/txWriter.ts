@@ -7,7 +7,17 @@
  * When the executor has free slots, a step that is ready at once is created already claimed
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
-import { completeWorkflowsIfNoLiveSteps, insertSteps, notifyEvents, type ClaimedStep, type NewStep, type Queryable, type StepNotify } from '../db/queries.js';
+import {
+  completeWorkflowsIfNoLiveSteps,
+  endWorkflowsCancellingLiveSteps,
+  insertSteps,
+  notifyEvents,
+  type ClaimedStep,
+  type NewStep,
+  type Queryable,
+  type StepNotify,
+  type WorkflowEnd,
+} from '../db/queries.js';
 import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
@@ -47,6 +57,12 @@ export class TxWriter {
   readonly endedWorkflows: string[] = [];
   /** Workflows this transaction completed through `completeIfIdle`. */
   readonly completedIdle = new Set<string>();
+  /** Workflows ended in this transaction (completed or failed), written in one statement by finish(). */
+  private readonly workflowEnds: WorkflowEnd[] = [];
+  /** Their outcomes recorded but never applied: cancelled with them. */
+  private readonly endUnapplied: string[] = [];
+  /** Run first by finish(): each workflow's deferred work (arrivals at its forks). */
+  private readonly settlers: (() => Promise<void>)[] = [];
 
   constructor(
     private readonly db: Queryable,
@@ -143,6 +159,21 @@ export class TxWriter {
     this.ends.set(workflowId, { output, done });
   }
 
+  /**
+   * Ends a workflow (completed or failed) at the end of the transaction, with every other one it
+   * ends, in one statement that also cancels their live steps and `unapplied` (outcomes recorded
+   * but not acted on). Nothing reads the workflow's rows after it ended in this transaction.
+   */
+  endWorkflow(end: WorkflowEnd, unapplied: string[]): void {
+    this.workflowEnds.push(end);
+    this.endUnapplied.push(...unapplied);
+  }
+
+  /** Work to finish before the last statements (a workflow's pending fork arrivals). */
+  beforeFinish(settle: () => Promise<void>): void {
+    this.settlers.push(settle);
+  }
+
   /** Forgets a pending end (the workflow ended otherwise in this transaction). */
   cancelEnd(workflowId: string): void {
     this.ends.delete(workflowId);
@@ -150,13 +181,18 @@ export class TxWriter {
 
   /** Flushes rows, completes idle workflows and NOTIFYs the events: the last statements before COMMIT. */
   async finish(emitEvents: boolean): Promise<void> {
-    if (emitEvents && this.queued.length > 0 && this.ends.size === 0) {
+    for (const settle of this.settlers) await settle();
+    if (emitEvents && this.queued.length > 0 && this.ends.size === 0 && this.workflowEnds.length === 0) {
       // The common chain case: the rows and every event go out in one statement.
       const payloads = this.events.splice(0, this.events.length).map(eventPayload);
       await this.flush({ channel: EVENTS_CHANNEL, payloads, startedSchema: this.schema });
       return;
     }
     await this.flush();
+    if (this.workflowEnds.length > 0) {
+      const ends = this.workflowEnds.splice(0);
+      this.cancelledRunning.push(...(await endWorkflowsCancellingLiveSteps(this.db, ends, this.endUnapplied.splice(0))));
+    }
     if (this.ends.size > 0) {
       const ends = [...this.ends];
       this.ends.clear();

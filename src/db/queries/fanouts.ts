@@ -120,9 +120,11 @@ export async function getFanoutOutcomeTree(db: Queryable, forkId: string, descen
 
 /**
  * Cancels the live steps below a fork row (its branches and theirs, at any depth); returns the
- * ids of those that were running.
+ * ids of those that were running. `unapplied`: steps whose outcome this transaction recorded but
+ * had not acted on yet; those below the fork are cancelled too (as they would have been had
+ * their outcome come a moment later), and returned in `unapplied`.
  */
-export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Promise<string[]> {
+export async function cancelLiveStepsInFanout(db: Queryable, forkId: string, unapplied: string[] = []): Promise<{ running: string[]; unapplied: string[] }> {
   const { rows } = await db.query<{ id: string; was: string }>({
     name: 'stepd_cancel_live_steps_in_fanout',
     text: `WITH RECURSIVE tree AS (
@@ -131,13 +133,19 @@ export async function cancelLiveStepsInFanout(db: Queryable, forkId: string): Pr
              SELECT s.id, s.status FROM workflow_steps s JOIN tree ON s.fanout_id = tree.id),
            live AS (
              SELECT s.id, s.status FROM workflow_steps s JOIN tree ON tree.id = s.id
-              WHERE s.status IN ('pending', 'ready', 'running') FOR UPDATE OF s)
-           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = greatest(now(), s.started_at), lease_until = NULL
+              WHERE s.status IN ('pending', 'ready', 'running')
+                 OR (s.id = ANY($2::bigint[]) AND s.status IN ('done', 'failed')) FOR UPDATE OF s)
+           UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', completed_at = greatest(now(), s.started_at), lease_until = NULL,
+                  result = CASE WHEN live.status IN ('done', 'failed') THEN NULL ELSE s.result END,
+                  error = CASE WHEN live.status IN ('done', 'failed') THEN NULL ELSE s.error END
              FROM live WHERE s.id = live.id
-           RETURNING s.id, live.status AS was`,
-    values: [forkId],
+           RETURNING s.id::text AS id, live.status AS was`,
+    values: [forkId, unapplied],
   });
-  return rows.filter((r) => r.was === 'running').map((r) => r.id);
+  return {
+    running: rows.filter((r) => r.was === 'running').map((r) => r.id),
+    unapplied: rows.filter((r) => r.was === 'done' || r.was === 'failed').map((r) => r.id),
+  };
 }
 
 /**

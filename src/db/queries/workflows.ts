@@ -145,6 +145,51 @@ export async function endWorkflowCancellingLiveSteps(
   return rows.map((r) => r.id).filter((id): id is string => id !== null);
 }
 
+/** How a workflow ends in endWorkflowsCancellingLiveSteps. */
+export type WorkflowEnd = { workflowId: string } & ({ status: 'completed'; output: unknown } | { status: 'failed'; error: ErrorData });
+
+/**
+ * Ends several running workflows (each completed with its output or failed with its error) and
+ * cancels their live steps, in one statement. `unapplied`: steps whose outcome this transaction
+ * recorded but had not acted on yet when their workflow ended; they are cancelled too, as they
+ * would have been had their outcome come a moment later. Returns the ids of the steps that were
+ * running (their tools are aborted).
+ */
+export async function endWorkflowsCancellingLiveSteps(db: Queryable, ends: WorkflowEnd[], unapplied: string[] = []): Promise<string[]> {
+  if (ends.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_end_workflows_cancelling_live_steps',
+    text: `WITH live AS (
+             SELECT id, status FROM workflow_steps
+              WHERE workflow_id = ANY($1::bigint[]) AND status IN ('pending', 'ready', 'running') FOR UPDATE),
+           unapplied AS (
+             SELECT id, status FROM workflow_steps
+              WHERE id = ANY($5::bigint[]) AND workflow_id = ANY($1::bigint[]) AND status IN ('done', 'failed') FOR UPDATE),
+           cancelled AS (
+             UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', result = NULL, error = NULL,
+                    completed_at = greatest(now(), s.started_at), lease_until = NULL
+               FROM (SELECT * FROM live UNION ALL SELECT * FROM unapplied) c WHERE s.id = c.id
+             RETURNING s.id, c.status AS was),
+           ended AS (
+             UPDATE workflows w SET updated_at = now(), status = u.status,
+                    output = CASE WHEN u.status = 'completed' THEN u.output END,
+                    error = CASE WHEN u.status = 'failed' THEN u.error END,
+                    completed_at = now(), started_at = coalesce(w.started_at, now())
+               FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[]) AS u(id, status, output, error)
+              WHERE w.id = u.id AND w.status IN ('new', 'running')
+             RETURNING w.id)
+           SELECT id::text FROM cancelled WHERE was = 'running'`,
+    values: [
+      ends.map((e) => e.workflowId),
+      ends.map((e) => e.status),
+      ends.map((e) => (e.status === 'completed' ? jsonParam(e.output ?? null) : null)),
+      ends.map((e) => (e.status === 'failed' ? jsonParam(e.error) : null)),
+      unapplied,
+    ],
+  });
+  return rows.map((r) => r.id);
+}
+
 export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
 
 export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Promise<WorkflowDefinition[]> {

@@ -1,0 +1,153 @@
+/**
+ * Admission: `new` workflows become `running` in one transaction per batch. Each flow is
+ * validated (an invalid one fails at once, with all its issues), the acting user checked against
+ * the config's `clients`, and the first step created — already claimed by this executor where
+ * its slots allow (TxWriter's claim on create), so it starts without waiting for a claim.
+ */
+import type pg from 'pg';
+import { withTransaction } from '../db/connect.js';
+import {
+  admitNewWorkflowsResolvingRegisteredFlows,
+  failWorkflowIfActive,
+  setWorkflowDeadline,
+  setWorkflowUserIfRunning,
+  type AdmittedWorkflow,
+} from '../db/queries.js';
+import { isRetryablePgError, type ErrorData } from '../errors.js';
+import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
+import { inputSchemaProblem } from '../flow/jsonSchema.js';
+import { decideActingUser } from '../security/actAs.js';
+import { Advance } from './advance.js';
+import type { TxDeps } from './transactions.js';
+import type { ClaimOnCreate, CreatedClaim, TxWriter } from './txWriter.js';
+import type { WorkflowInfo } from './workflowCache.js';
+import { inWriterTransaction } from './writerTransaction.js';
+
+export interface Admission {
+  admitted: number;
+  /** First steps created already claimed by this executor. */
+  claimed: CreatedClaim[];
+  /** Whether first steps were created ready for the claim loop. */
+  readyNow: boolean;
+  readyInMs?: number;
+}
+
+/**
+ * Admits up to `limit` new workflows in one transaction: validates each flow and creates its
+ * first step. If the batch fails (a row the database refuses), each workflow is admitted in a
+ * transaction of its own and the one that fails is failed with `admission_failed`, so a bad row
+ * never stalls the others.
+ */
+export async function admitWorkflows(
+  deps: TxDeps,
+  limit: number,
+  claim?: ClaimOnCreate,
+): Promise<Admission> {
+  try {
+    return await admitBatch(deps, limit, claim);
+  } catch (err) {
+    if (isRetryablePgError(err)) throw err;
+    deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
+    const out: Admission = { admitted: 0, claimed: [], readyNow: false };
+    for (let i = 0; i < limit; i++) {
+      let current: AdmittedWorkflow | undefined;
+      try {
+        const r = await admitBatch(deps, 1, claim, (row) => (current = row));
+        if (r.admitted === 0) break;
+        out.admitted += r.admitted;
+        out.claimed.push(...r.claimed);
+        out.readyNow ||= r.readyNow;
+      } catch (oneErr) {
+        if (!current || isRetryablePgError(oneErr)) throw oneErr;
+        const failed: AdmittedWorkflow = current;
+        deps.cache.forget(failed.id);
+        const byDatabase = typeof oneErr === 'object' && oneErr !== null && 'severity' in oneErr;
+        const error = { code: 'admission_failed', message: storableText(`${byDatabase ? 'the database refused to start this workflow' : 'starting this workflow failed'}: ${(oneErr as Error).message}`) };
+        await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, failed.id, error));
+        deps.log.error({ err: oneErr, workflowId: failed.id }, 'workflow could not be admitted');
+      }
+    }
+    return out;
+  }
+}
+
+async function admitBatch(
+  deps: TxDeps,
+  limit: number,
+  claim: ClaimOnCreate | undefined,
+  onRow?: (row: AdmittedWorkflow) => void,
+): Promise<Admission> {
+  return inWriterTransaction(deps, claim, async (client, w) => {
+    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit);
+    for (const row of rows) {
+      onRow?.(row);
+      await admitOne(deps, client, row, w);
+    }
+    await w.finish(deps.emitEvents);
+    return {
+      admitted: rows.length,
+      claimed: w.claimed,
+      readyNow: w.readyNow,
+      ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+    };
+  });
+}
+
+/** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
+async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedWorkflow, w: TxWriter): Promise<void> {
+  if (admitted.status === 'failed') {
+    // The admission statement refused it already (a by-name start of an unknown flow or version).
+    const error = admitted.error ?? { code: 'unknown_flow', message: 'unknown flow' };
+    deps.log.warn({ workflowId: admitted.id, workflow: storableText(admitted.name, 200), error }, 'workflow rejected at admission');
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: admitted.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return;
+  }
+  const row = await checkActingUser(deps, client, admitted, w);
+  if (!row) return;
+  const compiled = deps.cache.compiler.compile(row.flow);
+  // Issues and messages may quote the client's text: storable* keeps them within what jsonb accepts.
+  const refusal: ErrorData | undefined = compiled.ok
+    ? (admissionProblem(row.name, row.input, deps.cache.compiler.caps) ?? storableProblem(inputSchemaProblem(compiled.flow.inputSchema, row.input)))
+    : { code: 'invalid_flow', message: `flow is invalid: ${compiled.issues.length} issue(s)`, issues: storableIssues(compiled.issues) };
+  if (refusal || !compiled.ok) {
+    const error = refusal ?? { code: 'invalid_flow', message: 'flow is invalid' };
+    await failWorkflowIfActive(client, row.id, error);
+    deps.log.warn({ workflowId: row.id, workflow: storableText(row.name, 200), error }, 'workflow rejected at admission');
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return;
+  }
+  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+  deps.cache.put(wf);
+  w.setStepCount(row.id, row.step_count);
+  if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
+  const advance = new Advance(client, deps, wf, w);
+  advance.event('workflow.started');
+  await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
+  if (advance.ended) deps.cache.forget(wf.id);
+  deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
+}
+
+/**
+ * The role that wrote the workflow may start it as its `created_by` (config `clients`); else the
+ * workflow fails with `permission_denied` before any step exists. Returns the row with the user
+ * it runs as (a client role's own name when it gave none), or undefined when refused.
+ */
+async function checkActingUser(deps: TxDeps, client: pg.PoolClient, row: AdmittedWorkflow, w: TxWriter): Promise<AdmittedWorkflow | undefined> {
+  const acting = decideActingUser({ role: row.created_role, trusted: row.role_trusted, createdBy: row.created_by }, deps.clients);
+  if (!acting.ok) {
+    const error = { code: 'permission_denied', message: acting.message, details: acting.details };
+    await failWorkflowIfActive(client, row.id, error);
+    deps.log.warn({ workflowId: row.id, workflow: row.name, role: acting.details.role, user: acting.details.user }, 'workflow refused: its role may not act as its user');
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return undefined;
+  }
+  if (acting.user === row.created_by || acting.user === null) return row;
+  await setWorkflowUserIfRunning(client, row.id, acting.user);
+  return { ...row, created_by: acting.user };
+}
+
+/** An error whose issues may quote the client's text, made storable as jsonb. */
+function storableProblem(error: (ErrorData & { issues: { path: string; message: string }[] }) | undefined): ErrorData | undefined {
+  return error && { ...error, message: storableText(error.message), issues: storableIssues(error.issues) };
+}
+

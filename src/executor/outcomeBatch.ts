@@ -1,0 +1,109 @@
+/**
+ * One batch of outcomes, one transaction, set-based:
+ *
+ *   1. one statement locks the workflow rows (in id order; a shared batch skips those another
+ *      transaction holds) and records every outcome whose step is still `running` under this
+ *      executor (the fence) — however many of them belong to one workflow;
+ *   2. per workflow, in id order, each recorded outcome is applied (the pure resolver decides,
+ *      the shared TxWriter queues the next steps); arrivals at forks are only counted;
+ *   3. per workflow, the arrivals are settled: one progress check per fork, the next `forEach`
+ *      items, a join created exactly once when the last branch has settled (ForkSettlement);
+ *   4. the writer's last statements: every new row in one INSERT, every ended workflow in one
+ *      UPDATE, idle workflows completed in one, events in one NOTIFY.
+ *
+ * An outcome recorded in step 1 but not applied yet counts as live: a fork that fails or a
+ * workflow that ends before it is applied cancels it (the row ends `cancelled`, as if its outcome
+ * had come a moment later and been refused by the fence), and it is never applied.
+ */
+import {
+  finishGateIfExpired,
+  finishStepIfLeaseExpired,
+  lockWorkflowsAndFinishSteps,
+  type FinishValues,
+  type FinishedStep,
+  type Queryable,
+} from '../db/queries.js';
+import type { ErrorData } from '../errors.js';
+import { Advance } from './advance.js';
+import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
+import type { ClaimOnCreate } from './txWriter.js';
+import type { FinishInput, TxDeps, TxResult } from './transactions.js';
+import { emptyTxResult, inWriterTransaction } from './writerTransaction.js';
+
+export function finishValues(input: FinishInput): FinishValues {
+  const values: FinishValues =
+    input.outcome.status === 'done'
+      ? { id: input.stepId, status: 'done', result: input.outcome.result }
+      : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
+  if (input.args !== undefined) values.args = input.args;
+  return values;
+}
+
+function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData {
+  const { retryAfterMs: _ignored, ...rest } = error;
+  return rest;
+}
+
+/** By workflow id, then step id: the order rows are locked and outcomes applied in. */
+function byWorkflowThenStep(a: FinishInput, b: FinishInput): number {
+  return Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId));
+}
+
+/** Records a batch (one outcome per step) and advances its workflows, in one transaction. */
+export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate): Promise<TxResult> {
+  // A shared batch skips workflows locked elsewhere and gives each workflow a statement budget.
+  const alone = inputs.every((i) => i.alone);
+  return inWriterTransaction(deps, claim, async (client, w) => {
+    const sorted = [...inputs].sort(byWorkflowThenStep);
+    const running = sorted.filter((i) => i.guard === 'running');
+    const workflowIds = [...new Set(sorted.map((i) => i.workflowId))];
+    const { workflows: locked, finished: rows } = await lockWorkflowsAndFinishSteps(client, deps.executorId, workflowIds, running.map(finishValues), {
+      skipLocked: !alone,
+    });
+    // Workflows another transaction holds: recorded alone, once it lets go, without holding this batch.
+    const lockedIds = new Set(locked.map((l) => l.id));
+    const deferred = alone ? [] : sorted.filter((i) => !lockedIds.has(i.workflowId)).map((i) => ({ ...i, alone: true }));
+    const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
+    if (runningIds.length === 0) return deferred.length > 0 ? { ...emptyTxResult(), deferred } : emptyTxResult();
+    for (const l of locked) w.setStepCount(l.id, l.step_count);
+    const infos = await deps.cache.load(client, runningIds);
+    const finished = new Map<string, FinishedStep>(rows.map((row) => [row.id, row]));
+    const budget = alone ? undefined : new OutcomeBudget(client, HEAVY_OUTCOME_STATEMENTS);
+    const db: Queryable = budget ?? client;
+    const advances: Advance[] = [];
+    for (const workflowId of runningIds) {
+      const info = infos.get(workflowId);
+      if (!info) continue;
+      const mine = sorted.filter((i) => i.workflowId === workflowId);
+      const advance = new Advance(db, deps, info, w);
+      advances.push(advance);
+      advance.recorded(mine.filter((i) => finished.has(i.stepId)).map((i) => i.stepId));
+      for (const i of mine) {
+        // The watchdog's guards (a lease or a gate that expired) record one outcome at a time.
+        if (i.guard !== 'running') {
+          const row = await (i.guard === 'lease-expired' ? finishStepIfLeaseExpired : finishGateIfExpired)(client, finishValues(i));
+          if (row) finished.set(row.id, row);
+        }
+        const row = finished.get(i.stepId);
+        if (!row) continue;
+        budget?.start(workflowId);
+        await advance.afterOutcome(
+          { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index, firstAttemptId: row.first_attempt_id },
+          i.outcome,
+        );
+      }
+      budget?.start(workflowId);
+      await advance.settleArrivals();
+    }
+    await w.finish(deps.emitEvents);
+    for (const a of advances) if (a.ended) deps.cache.forget(a.wf.id);
+    return {
+      cancelledRunning: w.cancelledRunning,
+      recorded: new Set(finished.keys()),
+      createdWork: w.readyNow,
+      claimed: w.claimed,
+      ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
+      ...(deferred.length > 0 ? { deferred } : {}),
+    };
+  });
+}
