@@ -4,7 +4,7 @@
  * and `details` for a program. The wording lives in the message builders below, shared with the
  * CLI, so a refusal reads the same from `stepd approve`, an MCP tool and a dashboard button.
  */
-import { isConnectionError } from '../db/connect.js';
+import { isConnectionError } from '../db/connectionErrors.js';
 import type { FlowIssue } from '../flow/spec.js';
 
 export type OperationErrorCode =
