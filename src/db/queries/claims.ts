@@ -350,7 +350,8 @@ export async function claimLockedSteps(
  * The start of a batch of outcomes, in one statement: lock the workflow rows (in id order), then
  * finish the given steps this executor is running, of those workflows that are still running.
  * With `skipLocked`, workflows another transaction holds are left out (not returned, their steps
- * not finished) instead of waited for.
+ * not finished) instead of waited for. The locked ids are a filter (an array), not a join: a
+ * generic plan joined them to the unnest in a nested loop, quadratic in the batch size.
  */
 export async function lockWorkflowsAndFinishSteps(
   db: Queryable,
@@ -371,7 +372,7 @@ export async function lockWorkflowsAndFinishSteps(
                     started_at = coalesce(s.started_at, now()), lease_until = NULL
                FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[]) AS u(id, status, result, error, args)
               WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
-                AND s.workflow_id IN (SELECT id FROM locked WHERE status = 'running')
+                AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))
           RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
                     s.item_index, s.args, s.result, s.first_attempt_id::text AS first_attempt_id)
            SELECT (SELECT coalesce(json_agg(json_build_object(
