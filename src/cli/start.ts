@@ -27,7 +27,7 @@ export function registerStart(program: Command): void {
     .option('--data-dir <dir>', 'folder of the embedded PostgreSQL (default: $STEPD_DATA_DIR or .stepd)')
     .option('--schema <name>', 'schema holding the tables (default: $STEPD_SCHEMA or stepd)')
     .option('--executor-id <id>', 'this executor\'s identity; unique per running executor (default: host name)')
-    .option('--concurrency <n>', 'steps run at once (default: 64)')
+    .option('--concurrency <n>', 'tool calls in flight at once (default: 256; see docs/limits-and-fairness.md)')
     .option('--poll-interval <duration>', 'fallback poll when no wake-up arrives (default: 1s)')
     .option('--watchdog-interval <duration>', 'how often dead executors, stuck steps, gate and workflow deadlines are checked (default: 2s)')
     .option('--lease-grace <duration>', 'added to a step\'s timeout before the watchdog rescues it (default: 30s)')

@@ -9,6 +9,7 @@ import { withTransaction } from '../db/connect.js';
 import {
   admitNewWorkflowsResolvingRegisteredFlows,
   failWorkflowIfActive,
+  notifyStepsReady,
   setWorkflowDeadline,
   setWorkflowUserIfRunning,
   type AdmittedWorkflow,
@@ -84,6 +85,10 @@ async function admitBatch(
       await admitOne(deps, client, row, w);
     }
     await w.finish(deps.emitEvents);
+    // First steps left ready (more than this executor's slots): tell every executor, so a burst
+    // admitted here in one batch is claimed by whichever has free slots (the ready trigger is
+    // quiet for the executor's own writes).
+    if (w.readyNow) await notifyStepsReady(client, deps.schema);
     return {
       admitted: rows.length,
       claimed: w.claimed,

@@ -158,7 +158,8 @@ export class Executor {
       log: deps.log,
       metrics: this.metrics,
     });
-    this.slots = new Slots(opts.concurrency, () => this.outcomes.size);
+    // Instant steps take no slot, so one admission batch of them may queue admitBatch outcomes.
+    this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch));
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
     this.listener = new Listener({
       pool: poolOpts,
@@ -333,8 +334,10 @@ export class Executor {
     let limit: number;
     let slots: number;
     if (free > 0) {
+      // A whole batch: the first steps are claimed as far as the slots allow (instant tools
+      // always); the others are created ready, for this executor's next claim or another's.
       slots = this.slots.backlog ? Math.ceil(free / 2) : free;
-      limit = Math.min(this.opts.admitBatch, slots);
+      limit = this.opts.admitBatch;
     } else {
       this.admitBlockedSince ??= Date.now();
       const waited = Date.now() - this.admitBlockedSince;
@@ -409,7 +412,9 @@ export class Executor {
   }
 
   private startTask(row: ClaimedStep): void {
-    this.running.start(row.id, row.workflow_id, row.tool !== null, (task) => this.measuredTask(row, task));
+    // Gates, timers and instant tools (core.echo, core.noop) take no tool slot.
+    const holdsSlot = row.tool !== null && !this.deps.tools.isInstant(row.tool);
+    this.running.start(row.id, row.workflow_id, holdsSlot, (task) => this.measuredTask(row, task));
   }
 
   /** Runs the step's task inside its metrics and its trace span. */
@@ -461,6 +466,7 @@ export class Executor {
       maxSlots,
       // Steps a configured limit applies to are claimed by the claim, which counts every executor's.
       limited: (tool, user) => limits !== undefined && !limits.unlimited && limits.applies(tool, user),
+      instant: (tool) => this.deps.tools.isInstant(tool),
     });
   }
 

@@ -25,7 +25,7 @@ import {
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { WorkflowInfo } from './workflowCache.js';
-import { forkItemAt, forkItemCount, type ScopeBuilder } from './scope.js';
+import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
 
 /** Where a step sits: the fan-out row that created its branch and its item there. */
 export interface Position {
@@ -111,9 +111,9 @@ export class ForkSettlement {
       if (progress.started < count) {
         // One new item per branch that arrived, within the items left (the window moves on).
         const end = Math.min(count, progress.started + arrived);
+        const items = await forkItemsFrom(this.host.db, fork, forkStep, progress.started, end, this.host.scopes);
         for (let i = progress.started; i < end; i++) {
-          const item = await forkItemAt(this.host.db, fork, forkStep, i, this.host.scopes);
-          await this.host.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item, index: i });
+          await this.host.createStep(t.step, { fanoutId: fork.id, itemIndex: i }, { item: items[i - progress.started], index: i });
         }
         return;
       }

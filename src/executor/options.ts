@@ -24,12 +24,12 @@ export interface ExecutorOptions {
 }
 
 export const DEFAULT_EXECUTOR_OPTIONS = {
-  concurrency: 64,
+  concurrency: 256,
   pollIntervalMs: 1_000,
   watchdogIntervalMs: 2_000,
   leaseGraceMs: 30_000,
   shutdownGraceMs: 30_000,
-  admitBatch: 100,
+  admitBatch: 500,
   emitEvents: true,
   heartbeatIntervalMs: 2_000,
   deadAfterMs: 15_000,

@@ -9,6 +9,7 @@ import { getStep } from '../flow/compiled.js';
 import { FAILED_STEPS, resolveTemplates, type TemplateScope } from '../flow/templates.js';
 import {
   getForkItem,
+  getForkItems,
   getForkRowAndAncestors,
   getStepResult,
   getLatestDoneResults,
@@ -159,6 +160,13 @@ export async function forkItemCount(db: Queryable, fork: ForkRow, forkStep: Comp
   if (forkStep.transition.kind !== 'forEach') return 0;
   if (forkStep.kind === 'fork') return fork.item_count ?? 0;
   return (await resolvedItems(db, fork, forkStep, scopes)).length;
+}
+
+/** Items `from` … `to - 1` of a forEach fan-out: one read for a fork without a tool. */
+export async function forkItemsFrom(db: Queryable, fork: ForkRow, forkStep: CompiledStep, from: number, to: number, scopes: ScopeBuilder): Promise<unknown[]> {
+  if (to <= from) return [];
+  if (forkStep.kind === 'fork') return getForkItems(db, fork.id, from, to - from);
+  return (await resolvedItems(db, fork, forkStep, scopes)).slice(from, to);
 }
 
 export async function forkItemAt(db: Queryable, fork: ForkRow, forkStep: CompiledStep, index: number, scopes: ScopeBuilder): Promise<unknown> {

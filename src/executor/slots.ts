@@ -13,12 +13,14 @@ export class Slots {
 
   constructor(
     private readonly concurrency: number,
-    /** Outcomes waiting to be recorded: past the concurrency the database is behind, and nothing is free. */
+    /** Outcomes waiting to be recorded: past `maxQueued` the database is behind, and nothing is free. */
     private readonly queuedOutcomes: () => number,
+    /** Default: the concurrency (an admission batch of instant steps may queue more; see executor.ts). */
+    private readonly maxQueued = concurrency,
   ) {}
 
   get free(): number {
-    if (this.queuedOutcomes() > this.concurrency) return 0;
+    if (this.queuedOutcomes() > this.maxQueued) return 0;
     return Math.max(0, this.concurrency - this.held - this.reserved);
   }
 
@@ -69,7 +71,7 @@ export interface CreateClaims {
  */
 export function createClaims(
   slots: Slots,
-  opts: { executorId: string; maxSlots: number; limited: (tool: string | null, user: string | null) => boolean },
+  opts: { executorId: string; maxSlots: number; limited: (tool: string | null, user: string | null) => boolean; instant?: (tool: string) => boolean },
 ): CreateClaims {
   const allowed = slots.forCreation(opts.maxSlots);
   let taken = 0;
@@ -87,6 +89,7 @@ export function createClaims(
         slots.unreserve(1);
       },
       acquire: (tool, user) => (opts.limited(tool, user) ? null : () => {}),
+      instant: opts.instant ?? (() => false),
     },
     settle: () => {
       slots.unreserve(taken);

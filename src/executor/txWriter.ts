@@ -33,6 +33,8 @@ export interface ClaimOnCreate {
   giveSlot(): void;
   /** Reserves room under the configured limits; null when a limit is reached. */
   acquire(tool: string | null, user: string | null): (() => void) | null;
+  /** Whether a tool answers at once (ToolRegistry.isInstant): its steps are claimed without a slot. */
+  instant(tool: string): boolean;
 }
 
 export interface CreatedClaim {
@@ -40,6 +42,8 @@ export interface CreatedClaim {
   id: string;
   user: string | null;
   release: () => void;
+  /** Whether it took a tool slot (not for an instant tool). */
+  slot: boolean;
 }
 
 export class TxWriter {
@@ -49,7 +53,7 @@ export class TxWriter {
   /** Ready rows created for the claim loop: 0 ms for now, or the soonest delay of a later one. */
   readyNow = false;
   soonestDelayMs: number | undefined;
-  private readonly queued: { step: NewStep; claim?: { user: string | null; release: () => void } }[] = [];
+  private readonly queued: { step: NewStep; claim?: { user: string | null; release: () => void; slot: boolean } }[] = [];
   private readonly counts = new Map<string, number>();
   /** Workflows whose chain ended at the top level: completed at the end if nothing is live. */
   private readonly ends = new Map<string, { output: unknown; done: (completed: boolean) => void }>();
@@ -88,14 +92,19 @@ export class TxWriter {
   queue(step: NewStep, opts: { user?: string | null; leaseMs?: number } = {}): void {
     this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
     const c = this.claimOnCreate;
-    if (c && step.status === 'ready' && step.tool !== null && !step.readyInMs && step.readyAt === undefined && opts.leaseMs !== undefined && c.takeSlot()) {
-      const user = opts.user ?? null;
-      const release = c.acquire(step.tool, user);
-      if (release) {
-        this.queued.push({ step: { ...step, status: 'running', executorId: c.executorId, leaseMs: opts.leaseMs }, claim: { user, release } });
-        return;
+    if (c && step.status === 'ready' && step.tool !== null && !step.readyInMs && step.readyAt === undefined && opts.leaseMs !== undefined) {
+      // An instant tool (core.echo, core.noop) takes no slot: it is claimed whatever the slots.
+      const slot = !c.instant(step.tool);
+      if (!slot || c.takeSlot()) {
+        const user = opts.user ?? null;
+        const acquired = c.acquire(step.tool, user);
+        if (acquired) {
+          const release = slot ? acquired : () => {};
+          this.queued.push({ step: { ...step, status: 'running', executorId: c.executorId, leaseMs: opts.leaseMs }, claim: { user, release, slot } });
+          return;
+        }
+        if (slot) c.giveSlot();
       }
-      c.giveSlot();
     }
     this.queued.push({ step });
   }
@@ -107,7 +116,7 @@ export class TxWriter {
       if (q.step.workflowId !== workflowId) continue;
       if (q.claim) {
         q.claim.release();
-        this.claimOnCreate?.giveSlot();
+        if (q.claim.slot) this.claimOnCreate?.giveSlot();
       }
       this.queued.splice(i, 1);
     }
@@ -134,7 +143,7 @@ export class TxWriter {
     batch.forEach((q, i) => {
       if (!q.claim) return;
       const id = ids[i]!;
-      this.claimed.push({ step: q.step, id, user: q.claim.user, release: q.claim.release });
+      this.claimed.push({ step: q.step, id, user: q.claim.user, release: q.claim.release, slot: q.claim.slot });
       // Announced by the insert statement itself when it carried the events.
       if (notify) return;
       this.events.push({
@@ -210,11 +219,11 @@ export class TxWriter {
     for (const q of this.queued) {
       if (!q.claim) continue;
       q.claim.release();
-      this.claimOnCreate?.giveSlot();
+      if (q.claim.slot) this.claimOnCreate?.giveSlot();
     }
     for (const c of this.claimed) {
       c.release();
-      this.claimOnCreate?.giveSlot();
+      if (c.slot) this.claimOnCreate?.giveSlot();
     }
   }
 }

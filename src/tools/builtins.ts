@@ -36,8 +36,15 @@ const TOOLS: ToolInfo[] = [
   },
 ];
 
+/** The core tools that answer at once (no I/O, no timer): they take no tool slot. */
+const INSTANT = new Set(['echo', 'noop', 'fail']);
+
 export class CoreTools implements ToolProvider {
   readonly prefix = 'core';
+
+  isInstant(tool: string): boolean {
+    return INSTANT.has(tool);
+  }
 
   async call(tool: string, args: unknown, ctx: ToolContext): Promise<unknown> {
     const a = (typeof args === 'object' && args !== null ? args : {}) as Record<string, unknown>;

@@ -51,6 +51,13 @@ export class ToolRegistry {
     return secrets.redactValue(result);
   }
 
+  /** Whether a `prefix.tool` answers at once (ToolProvider.isInstant): its steps take no tool slot. */
+  isInstant(name: string): boolean {
+    const dot = name.indexOf('.');
+    if (dot <= 0) return false;
+    return this.providers.get(name.slice(0, dot))?.isInstant?.(name.slice(dot + 1)) === true;
+  }
+
   async list(): Promise<ToolInfo[]> {
     const all: ToolInfo[] = [];
     for (const p of this.providers.values()) {

@@ -45,6 +45,11 @@ export interface ToolProvider {
   readonly prefix: string;
   /** Calls `tool` (the part after the prefix). Throws StepError on failure. */
   call(tool: string, args: unknown, ctx: ToolContext): Promise<unknown>;
+  /**
+   * Whether `tool` answers at once, without waiting on I/O (core.echo, core.noop): its steps take
+   * no tool slot, like gates and timers. Absent: no tool of this provider is instant.
+   */
+  isInstant?(tool: string): boolean;
   /** Lists the tools this provider has (may connect). */
   list(): Promise<ToolInfo[]>;
   /** Releases connections; called once on shutdown. */

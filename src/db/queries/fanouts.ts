@@ -41,6 +41,18 @@ export async function getForkItem(db: Queryable, forkId: string, index: number):
   return rows.length > 0 ? { found: true, item: rows[0]!.item } : { found: false, item: undefined };
 }
 
+/** Items `from` … `from + count - 1` a fork without a tool stored (`result.items`), in one read. */
+export async function getForkItems(db: Queryable, forkId: string, from: number, count: number): Promise<unknown[]> {
+  const { rows } = await db.query<{ items: unknown[] | null }>({
+    name: 'stepd_get_fork_items',
+    text: `SELECT (SELECT jsonb_agg(e.v ORDER BY e.i) FROM jsonb_array_elements(result -> 'items') WITH ORDINALITY AS e(v, i)
+                    WHERE e.i > $2::int AND e.i <= $2::int + $3::int) AS items
+             FROM workflow_steps WHERE id = $1`,
+    values: [forkId, from, count],
+  });
+  return rows[0]?.items ?? [];
+}
+
 export async function getStepResult(db: Queryable, stepId: string): Promise<unknown> {
   const { rows } = await db.query<{ result: unknown }>({
     name: 'stepd_get_step_result',
