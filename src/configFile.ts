@@ -64,10 +64,12 @@ export const capsSchema = z.strictObject({
   steps: positiveInt.optional(),
   forEachItems: positiveInt.optional(),
   forEachConcurrency: positiveInt.optional(),
-  inputBytes: positiveInt.optional(),
+  // At most 8 MiB: the database refuses an input above 64 MiB as stored (sql/0017), whatever the config says.
+  inputBytes: positiveInt.max(8 * 1024 * 1024, 'must be at most 8388608 (8 MiB)').optional(),
   resultBytes: positiveInt.optional(),
   outputBytes: positiveInt.optional(),
   subWorkflowDepth: positiveInt.optional(),
+  subWorkflows: positiveInt.optional(),
 });
 
 const fileSchema = z.strictObject({
@@ -87,6 +89,8 @@ export const MIN_API_TOKEN_LENGTH = 16;
 /** The HTTP API's bearer tokens, each mapped to the user it acts as (`"${OPS_TOKEN}": "alice"`). */
 export interface ApiConfig {
   tokens?: Record<string, string>;
+  /** Users who may cancel and retry any workflow; every other user only the ones it started. */
+  admins?: string[];
 }
 
 export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
@@ -176,8 +180,10 @@ function parseApi(raw: unknown, issues: Issue[], secrets: Secrets | undefined): 
     issues.push({ path: 'api', message: 'expected an object like {"tokens": {"${OPS_TOKEN}": "alice"}}' });
     return undefined;
   }
-  for (const key of Object.keys(raw)) if (key !== 'tokens') issues.push({ path: formatPath(['api', key]), message: 'unknown key' });
-  if (raw.tokens === undefined) return {};
+  for (const key of Object.keys(raw)) if (key !== 'tokens' && key !== 'admins') issues.push({ path: formatPath(['api', key]), message: 'unknown key' });
+  const admins = parseApiAdmins(raw.admins, issues);
+  const withAdmins = admins ? { admins } : {};
+  if (raw.tokens === undefined) return withAdmins;
   if (!isPlainObject(raw.tokens)) {
     issues.push({ path: 'api.tokens', message: 'expected an object mapping each token to a user: {"${OPS_TOKEN}": "alice"}' });
     return undefined;
@@ -194,7 +200,17 @@ function parseApi(raw: unknown, issues: Issue[], secrets: Secrets | undefined): 
       tokens[token] = user;
     }
   }
-  return { tokens };
+  return { tokens, ...withAdmins };
+}
+
+/** `"api": {"admins": ["alice", …]}`: user names that may cancel and retry any workflow. */
+function parseApiAdmins(raw: unknown, issues: Issue[]): string[] | undefined {
+  if (raw === undefined) return undefined;
+  if (!Array.isArray(raw) || raw.some((u) => typeof u !== 'string' || !u.trim())) {
+    issues.push({ path: 'api.admins', message: 'expected an array of user names (non-empty strings), e.g. ["alice"]' });
+    return undefined;
+  }
+  return raw as string[];
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

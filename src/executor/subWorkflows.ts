@@ -51,12 +51,20 @@ interface ChildPlan {
 /**
  * Looks up the flow a child runs and checks the depth: throws StepError `unknown_flow` (no such
  * flow or version; retryable, so the step's retry applies, then its onError) or `cap_exceeded`
- * (the child would be deeper than caps.subWorkflowDepth; not retryable).
+ * (the child would be deeper than caps.subWorkflowDepth, or its tree would have more child
+ * workflows than caps.subWorkflows; not retryable).
  */
 async function planChild(db: Queryable, parentId: string, request: SubWorkflowRequest, caps: Readonly<Caps> | undefined): Promise<ChildPlan> {
   const maxDepth = (caps ?? DEFAULT_CAPS).subWorkflowDepth;
   const found = await getParentDepthAndRegisteredFlow(db, { parentId, name: request.workflow, version: request.version });
   if (!found) throw new StepError('internal', `workflow ${parentId} not found while starting a sub-workflow`);
+  const maxChildren = (caps ?? DEFAULT_CAPS).subWorkflows;
+  if (found.treeChildren + 1 > maxChildren) {
+    throw new CapExceededError(
+      `sub-workflow "${request.workflow}" would be child workflow ${found.treeChildren + 1} of its top-level workflow, above the operator's cap caps.subWorkflows (${maxChildren})`,
+      { cap: 'subWorkflows', limit: maxChildren, actual: found.treeChildren + 1 },
+    );
+  }
   if (found.parentDepth + 1 > maxDepth) {
     throw new CapExceededError(
       `sub-workflow "${request.workflow}" would be nested ${found.parentDepth + 1} deep, above the operator's cap caps.subWorkflowDepth (${maxDepth})`,

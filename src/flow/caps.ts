@@ -11,6 +11,7 @@
  *   resultBytes         4 MiB      a step's result (as JSON) — when the step finishes
  *   outputBytes         4 MiB      a workflow's output (as JSON) — when it completes
  *   subWorkflowDepth    10         how deep a sub-workflow may be (top level = 0) — when its step starts it
+ *   subWorkflows        1,000      child workflows (at any depth) one top-level workflow may start — when a step starts one
  *
  * Fixed: JSON nested at most {@link MAX_JSON_DEPTH} levels (flow, input, results), names at most
  * {@link MAX_NAME_BYTES} bytes of UTF-8 without control characters.
@@ -26,6 +27,7 @@ export interface Caps {
   resultBytes: number;
   outputBytes: number;
   subWorkflowDepth: number;
+  subWorkflows: number;
 }
 
 export const DEFAULT_CAPS: Readonly<Caps> = Object.freeze({
@@ -36,6 +38,7 @@ export const DEFAULT_CAPS: Readonly<Caps> = Object.freeze({
   resultBytes: 4 * 1024 * 1024,
   outputBytes: 4 * 1024 * 1024,
   subWorkflowDepth: 10,
+  subWorkflows: 1_000,
 });
 
 /** The deepest any JSON value may nest (flow, input, result, output). */

@@ -2,7 +2,8 @@
  * pg-boss's schema beside stepd's (`<schema>_boss`), set up by `stepd migrate` so a DBA sees
  * everything the daemon needs: pg-boss's own construction (or migration) SQL, run as the migrating
  * role; the queue the schedules feed; and grants, so the daemon can run as a member of
- * `<schema>_executor` and services as members of `<schema>_client` can add schedules.
+ * `<schema>_executor`. Services (`<schema>_client`) get nothing here: they add schedules to
+ * stepd's own table, and the daemon puts them into pg-boss.
  *
  * The daemon's pg-boss never migrates (`migrate: false`): it checks the version and refuses to
  * start schedules on a schema that `stepd migrate` has not brought up to date.
@@ -136,14 +137,17 @@ export function bossGrantStatements(schema: string): string[] {
   const executor = pg.escapeIdentifier(r.executor);
   const clientRole = pg.escapeIdentifier(r.client);
   return [
-    // The daemon runs pg-boss: its queues, jobs, cron claims and maintenance.
-    `GRANT USAGE ON SCHEMA ${boss} TO ${executor}, ${clientRole}`,
+    // The daemon runs pg-boss: its queues, jobs, schedules, cron claims and maintenance.
+    `GRANT USAGE ON SCHEMA ${boss} TO ${executor}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${boss} TO ${executor}`,
     `GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ${boss} TO ${executor}`,
     `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ${boss} TO ${executor}`,
-    // `stepd schedule add|remove` writes the pg-boss schedule row next to stepd's own; what a tick
-    // starts, and as whom, comes from stepd's schedules table, never from this row.
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${boss}.schedule TO ${clientRole}`,
+    // Clients have nothing here: `stepd schedule add|remove` writes stepd's schedules table only,
+    // and the daemon keeps pg-boss's schedules in step with it (scheduler.ts). A row a client
+    // could write here would make pg-boss send jobs naming any schedule. Earlier versions granted
+    // the client role pg-boss's schedule table: taken back on every migrate.
+    `REVOKE ALL ON ALL TABLES IN SCHEMA ${boss} FROM ${clientRole}`,
+    `REVOKE USAGE ON SCHEMA ${boss} FROM ${clientRole}`,
   ];
 }
 

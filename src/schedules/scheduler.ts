@@ -1,9 +1,12 @@
 /**
- * The daemon's side of schedules (docs/schedules.md): runs pg-boss in `<schema>_boss` and works
- * the schedules queue. pg-boss's cron pass (shared by every executor, under its own claim) sends
- * one job per occurrence; each job inserts the tick's workflow with the key
- * `schedule:NAME:<tick time>` (ON CONFLICT DO NOTHING), so a tick starts exactly one workflow
- * whatever the number of executors, restarts, retries or clock skew.
+ * The daemon's side of schedules (docs/schedules.md): runs pg-boss in `<schema>_boss`, keeps
+ * pg-boss's schedules in step with stepd's `schedules` table (the only one clients write: at
+ * start, then every `syncIntervalMs`), and works the schedules queue. pg-boss's cron pass (shared
+ * by every executor, under its own claim) sends one job per occurrence; each job starts the
+ * tick's workflow only if the tick is near the job (pg-boss forwards an occurrence within a
+ * minute) and later than the last tick started for that schedule (recorded in the same
+ * statement), so a tick starts exactly one workflow whatever the number of executors, restarts,
+ * retries or clock skew, and a replayed job never starts an old tick again.
  *
  * pg-boss failing never stops the executor: start() returns at once and keeps trying in the
  * background with backoff; pg-boss's own errors (a lost database, a failed cron pass) are logged,
@@ -16,11 +19,11 @@
 import type pg from 'pg';
 import { PgBoss, type JobWithMetadata } from 'pg-boss';
 import { createPool, isConnectionError } from '../db/connect.js';
-import { anySchedule, getSchedule, insertScheduledWorkflowUnlessKeyExists, listSchedules } from '../db/queries/schedules.js';
+import { anySchedule, getSchedule, insertTickWorkflowIfLater, listScheduleTimings } from '../db/queries/schedules.js';
 import { backoffMs } from '../executor/dbOutage.js';
 import type { Logger } from '../logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS } from './bossSchema.js';
-import { latestOccurrenceAtOrBefore, tickKey } from './tickTime.js';
+import { latestOccurrenceAtOrBefore } from './tickTime.js';
 
 /** What a schedule's pg-boss job carries: only the schedule's name (the rest is read from stepd's row). */
 export interface ScheduleJobData {
@@ -39,10 +42,19 @@ export interface SchedulerOptions {
   cronWorkerIntervalSeconds?: number;
   /** While there is no schedule, how often to look for one (default 30 s, pg-boss's own cron pass interval). */
   idleCheckMs?: number;
+  /** How often pg-boss's schedules are brought in step with stepd's table (default 10 s; two small reads). */
+  syncIntervalMs?: number;
 }
 
 const DEFAULT_POLL_SECONDS = 5;
 const DEFAULT_IDLE_CHECK_MS = 30_000;
+const DEFAULT_SYNC_INTERVAL_MS = 10_000;
+/**
+ * The longest a tick's job may come after the tick: pg-boss forwards an occurrence within its
+ * cron pass (at most 45 s) and a job keeps its creation time across retries; a job further from
+ * its tick was not sent for it (a hand-written or replayed job) and starts nothing.
+ */
+const FORWARD_WINDOW_MS = 10 * 60_000;
 const ERROR_LOG_EVERY_MS = 60_000;
 
 export class Scheduler {
@@ -91,8 +103,9 @@ export class Scheduler {
           await this.sleep(this.opts.idleCheckMs ?? DEFAULT_IDLE_CHECK_MS);
           continue;
         }
-        await this.startBoss();
+        const boss = await this.startBoss();
         this.log.info({ schema: bossSchemaName(this.opts.schema), queue: SCHEDULE_QUEUE }, 'schedules running (pg-boss started)');
+        await this.syncLoop(boss);
         return;
       } catch (err) {
         const delayMs = backoffMs(attempt, 30_000);
@@ -102,7 +115,15 @@ export class Scheduler {
     }
   }
 
-  private async startBoss(): Promise<void> {
+  /** Keeps pg-boss's schedules in step with stepd's table until the daemon stops. */
+  private async syncLoop(boss: PgBoss): Promise<void> {
+    while (!this.stopping) {
+      await this.syncSchedules(boss).catch((err: unknown) => this.logError('sync', err, {}, "could not bring pg-boss's schedules in step with stepd's"));
+      await this.sleep(this.opts.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS);
+    }
+  }
+
+  private async startBoss(): Promise<PgBoss> {
     const o = this.opts;
     const boss = new PgBoss({
       connectionString: o.databaseUrl,
@@ -138,7 +159,7 @@ export class Scheduler {
       throw err;
     }
     this.boss = boss;
-    await this.scheduleMissing(boss).catch((err: unknown) => this.logError('reconcile', err, {}, 'could not check schedules against pg-boss'));
+    return boss;
   }
 
   /**
@@ -170,24 +191,37 @@ export class Scheduler {
       this.log.warn({ schedule: name, cron: row.cron, tz: row.tz, at: job.createdOn }, 'no occurrence of the schedule before its job: nothing started');
       return;
     }
-    const key = tickKey(name, tick);
-    const id = await insertScheduledWorkflowUnlessKeyExists(this.pool, { schema: this.opts.schema, schedule: row, key });
+    if (new Date(job.createdOn).getTime() - tick.getTime() > FORWARD_WINDOW_MS) {
+      this.log.warn({ schedule: name, tick: tick.toISOString(), at: job.createdOn, jobId: job.id }, 'a schedules job long after the latest tick (not sent for it): nothing started');
+      return;
+    }
+    const id = await insertTickWorkflowIfLater(this.pool, { schema: this.opts.schema, schedule: row, tick });
     if (id) this.log.info({ schedule: name, tick: tick.toISOString(), workflowId: id, flow: row.flow, user: row.created_by }, 'schedule started a workflow');
-    else this.log.debug({ schedule: name, tick: tick.toISOString(), key }, 'tick already started');
+    else this.log.debug({ schedule: name, tick: tick.toISOString() }, 'tick not later than the last one started: nothing started');
   }
 
-  /** Schedules inserted into stepd's table by plain SQL get their pg-boss schedule here (at start). */
-  private async scheduleMissing(boss: PgBoss): Promise<void> {
-    const [rows, known] = await Promise.all([listSchedules(this.pool), boss.getSchedules(SCHEDULE_QUEUE)]);
+  /**
+   * pg-boss's schedules of the schedules queue made equal to stepd's table: missing or changed
+   * ones (re)scheduled with only the name as data, ones stepd does not have unscheduled. Every
+   * daemon runs it; the writes are idempotent upserts and deletes.
+   */
+  private async syncSchedules(boss: PgBoss): Promise<void> {
+    const [rows, known] = await Promise.all([listScheduleTimings(this.pool), boss.getSchedules(SCHEDULE_QUEUE)]);
+    const wanted = new Set(rows.map((r) => r.name));
+    for (const s of known) {
+      if (wanted.has(s.key)) continue;
+      await boss.unschedule(SCHEDULE_QUEUE, s.key);
+      this.log.info({ schedule: s.key }, 'schedule removed from pg-boss (not in stepd.schedules)');
+    }
     const have = new Map(known.map((s) => [s.key, s]));
     for (const row of rows) {
       const s = have.get(row.name);
-      if (s && s.cron === row.cron && s.timezone === row.tz) continue;
+      if (s && s.cron === row.cron && s.timezone === row.tz && (s.data as ScheduleJobData | undefined)?.schedule === row.name) continue;
       try {
         await boss.schedule(SCHEDULE_QUEUE, row.cron, { schedule: row.name }, { tz: row.tz, key: row.name });
-        this.log.info({ schedule: row.name, cron: row.cron, tz: row.tz }, 'schedule added to pg-boss');
+        this.log.info({ schedule: row.name, cron: row.cron, tz: row.tz }, 'schedule put into pg-boss');
       } catch (err) {
-        this.log.warn({ err, schedule: row.name, cron: row.cron }, 'schedule cannot be scheduled by pg-boss');
+        this.logError(`schedule:${row.name}`, err, { schedule: row.name, cron: row.cron }, 'schedule cannot be scheduled by pg-boss');
       }
     }
   }

@@ -5,7 +5,7 @@
  * keeps admitting and serving everyone else.
  */
 import { describe, expect, it } from 'vitest';
-import { assertServing, getSteps, securityEnv, waitForWorkflow } from './helpers.js';
+import { assertServing, getSteps, refused, securityEnv, waitForWorkflow } from './helpers.js';
 
 const step = (args: string) => `{"start":"a","steps":{"a":{"tool":"core.echo","args":${args},"done":true}}}`;
 
@@ -47,11 +47,21 @@ describe('registered flows cannot poison admission', () => {
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it.todo(
-    'a registered (or inline) flow has no size limit in the database: flows.flow and workflows.flow accept any jsonb (up to ' +
-      "PostgreSQL's ~255 MB), and MAX_FLOW_BYTES (1 MiB) is checked only after admission has loaded the rows into the " +
-      'executor (the admission statement RETURNs w.flow for a batch), so a client starting a few hundred-MB flows by name ' +
-      'makes the executor load hundreds of MB per admission batch (memory and time taken from everyone; not measured here). The same holds for workflows.input (caps.inputBytes is also checked after loading). Fix (DDL): CHECK (pg_column_size(flow) <= 2 MB) or octet_length(flow::text) on ' +
-      'flows and workflows (and a limit on schedules.input), so the insert is refused',
-  );
+  it('an absurdly large flow or input is refused by the database at INSERT, before the executor could load it', async () => {
+    const env = await securityEnv();
+    const q = env.client.q;
+    // 17 MiB of JSON text: over the database's 16 MiB ceiling on a flow (the executor's own limit is 1 MiB).
+    const huge = step(JSON.stringify({ x: 'x'.repeat(17 * 1024 * 1024) }));
+    await refused(q(`INSERT INTO stepd.flows (name, flow) VALUES ('huge', $1::jsonb)`, [huge]), /flows_flow_at_most_16_mib/);
+    await refused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('huge', $1::jsonb, '{}')`, [huge]), /workflows_flow_at_most_16_mib/);
+    // 65 MiB of input: over the 64 MiB ceiling (caps.inputBytes may be at most 8 MiB).
+    const bigInput = JSON.stringify({ x: 'x'.repeat(65 * 1024 * 1024) });
+    await refused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('big-input', $1::jsonb, $2::jsonb)`, [step('{}'), bigInput]), /workflows_input_at_most_64_mib/);
+    const [small] = await q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('small', $1::jsonb, '{}') RETURNING id`, [step('{}')]);
+    await refused(q(`UPDATE stepd.workflows SET input = $2::jsonb WHERE id = $1`, [small!.id, bigInput]), /workflows_input_at_most_64_mib|may not be changed|only a workflow that is still/);
+    expect(await q(`SELECT name FROM stepd.flows WHERE name = 'huge'`)).toEqual([]);
+    expect(await q(`SELECT id FROM stepd.workflows WHERE name IN ('huge', 'big-input')`)).toEqual([]);
+    await assertServing(env.t);
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });

@@ -4,9 +4,29 @@
  * schedule's cron, as that schedule's user and role; what a client may write in pg-boss's schema
  * decides who can make such jobs.
  */
+import pg from 'pg';
+import { PgBoss } from 'pg-boss';
 import { describe, expect, it } from 'vitest';
+import { createPool } from '../../src/db/connect.js';
+import { getSchedule, insertTickWorkflowIfLater } from '../../src/db/queries/schedules.js';
+import { silentLogger } from '../../src/logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
-import { refused, securityEnv } from './helpers.js';
+import { Scheduler } from '../../src/schedules/scheduler.js';
+import { addSchedule } from '../../src/schedules/scheduleStore.js';
+import { createClientRole, onCleanup, refused, securityEnv, waitFor, waitForWorkflow, type ClientRole } from './helpers.js';
+
+const WHOAMI = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
+
+/** One connection of `role`'s pool with the schema on its search_path, as the CLI has it. */
+async function onConnection<T>(role: ClientRole, schema: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await role.pool.connect();
+  try {
+    await c.query(`SET search_path TO ${pg.escapeIdentifier(schema)}`);
+    return await fn(c);
+  } finally {
+    c.release(true);
+  }
+}
 
 describe("pg-boss's schema as a client sees it", () => {
   it("a client can neither write pg-boss's jobs or queues nor run its functions on them", async () => {
@@ -26,17 +46,49 @@ describe("pg-boss's schema as a client sees it", () => {
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it.todo(
-    "a client cannot make the daemon start another role's schedule off its cron, or replay a tick: today <schema>_client may " +
-      "INSERT into <schema>_boss.schedule (bossGrantStatements), so a row (name 'stepd-schedules', key 'evil', cron '* * * * *', " +
-      "data {\"schedule\": \"<victim's schedule>\"}) makes pg-boss send a job a minute; Scheduler.startTick starts the latest " +
-      "occurrence of the victim's cron at or before it as the victim's created_by and created_role (actAs passes: it is the " +
-      "victim's role). Verified: a yearly schedule ('0 0 1 1 *') added today ran at once (key schedule:NAME:2026-01-01T00:00:00.000Z) " +
-      'as its owner, and again after the attacker DELETEd that finished workflow (clients may delete finished workflows), every ' +
-      'minute, as often as it likes. Fix: (1) grant the client no write on <boss>.schedule (stepd schedule add/remove write ' +
-      "stepd's row only; the daemon reconciles pg-boss from stepd.schedules, e.g. on a NOTIFY from a trigger on schedules and at " +
-      "each start); (2) in startTick, start a tick only if job.createdOn is within pg-boss's forwarding window after it and the " +
-      "tick is not before the schedule row's updated_at; better, record the last started tick on the schedule row " +
-      '(executor-only column) and start only later ones, so deleting a tick workflow never frees its key for a replay',
-  );
+  it("a client can neither write pg-boss's schedules nor make the daemon start a tick it did not just reach; a started tick never starts again", async () => {
+    const env = await securityEnv({ config: { clients: {} } });
+    const boss = bossSchemaName(env.t.schema);
+    const victim = await createClientRole(env.t);
+    await victim.q(`INSERT INTO stepd.flows (name, flow) VALUES ('yearly-report', $1)`, [JSON.stringify(WHOAMI)]);
+    await onConnection(victim, env.t.schema, (c) =>
+      addSchedule(c, env.t.schema, { name: 'yearly', cron: '0 0 1 1 *', tz: 'UTC', flow: 'yearly-report', input: {}, createdBy: null }),
+    );
+    // (1) pg-boss's schedules are the daemon's alone: the attack row of the review is refused.
+    const forged = `INSERT INTO ${boss}.schedule (name, key, cron, timezone, data) VALUES ($1, 'evil', '* * * * *', 'UTC', '{"schedule": "yearly"}')`;
+    await refused(env.client.q(forged, [SCHEDULE_QUEUE]), /permission denied/);
+    await refused(env.client.q(`UPDATE ${boss}.schedule SET cron = '* * * * *'`), /permission denied/);
+    await refused(env.client.q(`DELETE FROM ${boss}.schedule`), /permission denied/);
+    await refused(env.client.q(`SELECT * FROM ${boss}.schedule`), /permission denied/);
+
+    // The daemon puts stepd's schedule into pg-boss itself.
+    const scheduler = new Scheduler({ databaseUrl: env.t.url, schema: env.t.schema, log: silentLogger(), syncIntervalMs: 100, pollIntervalSeconds: 0.5 });
+    scheduler.start();
+    onCleanup(() => scheduler.stop());
+    await waitFor(async () => (await env.t.q(`SELECT key FROM ${boss}.schedule WHERE key = 'yearly'`)).length === 1, 'the schedule in pg-boss');
+
+    // (2) A job naming the schedule now (forged, or replayed) is far from the cron's last
+    // occurrence (1 January): worked, and nothing starts.
+    const sender = new PgBoss({ db: { executeSql: (text, values) => env.t.db.query(text, values) }, schema: boss, migrate: false, schedule: false, supervise: false });
+    const job = await sender.send(SCHEDULE_QUEUE, { schedule: 'yearly' });
+    await waitFor(async () => (await env.t.q(`SELECT state FROM ${boss}.job WHERE id = $1`, [job]))[0]?.state === 'completed', 'the job to be worked');
+    expect(await env.t.q(`SELECT id FROM stepd.workflows WHERE key LIKE 'schedule:yearly:%'`)).toEqual([]);
+
+    // (3) A tick starts once: deleting its finished workflow never frees it, nor any earlier tick.
+    const exe = createPool({ url: env.t.url, schema: env.t.schema, role: 'executor', max: 1 });
+    onCleanup(() => exe.end());
+    const row = (await getSchedule(exe, 'yearly'))!;
+    const start = (tick: string) => insertTickWorkflowIfLater(exe, { schema: env.t.schema, schedule: row, tick: new Date(tick) });
+    const first = await start('2026-01-01T00:00:00.000Z');
+    expect(first).toBeTruthy();
+    expect((await waitForWorkflow(env.t, first!)).output).toEqual({ user: victim.role });
+    await victim.q(`DELETE FROM stepd.workflows WHERE id = $1`, [first]);
+    expect(await start('2026-01-01T00:00:00.000Z')).toBeUndefined();
+    expect(await start('2025-01-01T00:00:00.000Z')).toBeUndefined();
+    expect(await start('2027-01-01T00:00:00.000Z')).toBeTruthy();
+    // The record is the executor's: a client can neither read nor reset it.
+    await refused(env.client.q(`DELETE FROM stepd.schedule_ticks`), /permission denied/);
+    await refused(env.client.q(`INSERT INTO stepd.schedule_ticks (name, last_tick) VALUES ('yearly', '2000-01-01')`), /permission denied/);
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });

@@ -67,12 +67,33 @@ describe('sub-workflows cannot be used to escape the caps or the permissions', (
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it.todo(
-    'the number of workflows one root may start is not capped: a registered flow whose forEach.step starts itself ' +
-      '(forEach over {{input.items}}, each child given the same items) starts items^depth workflows — with the default caps ' +
-      '(forEachItems 10,000, forEachConcurrency 1,000, subWorkflowDepth 10) one client INSERT can create billions of rows; ' +
-      'sub-workflow steps take no tool slot, so limits.users/concurrency do not slow it. Fix: a cap on the descendants of one ' +
-      'root (caps.subWorkflows, counted on a root_id column or a counter on the root row, checked in ' +
-      'insertChildWorkflowUnlessTooDeep) failing the step with cap_exceeded',
-  );
+  it('a flow whose forEach starts itself stops at caps.subWorkflows child workflows per top-level workflow (cap_exceeded)', async () => {
+    // Unbounded, three items and depth 4 would start 3 + 9 + 27 + 81 = 120 workflows.
+    const env = await securityEnv({ config: { caps: { subWorkflowDepth: 4, subWorkflows: 10 } } });
+    const fan = {
+      start: 'each',
+      steps: {
+        each: { forEach: { items: '{{input.items}}', step: 'one' }, join: 'end' },
+        one: { workflow: { name: 'fan', input: { items: '{{input.items}}' } } },
+        end: { tool: 'core.echo', args: {}, done: true },
+      },
+    };
+    await env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('fan', $1)`, [JSON.stringify(fan)]);
+    const [root] = await env.client.q<{ id: string }>(`INSERT INTO stepd.workflows (name, input) VALUES ('fan', '{"items": [1, 2, 3]}') RETURNING id`);
+    const done = await waitForWorkflow(env.t, root!.id, undefined, 60_000);
+    expect(done.status).toBe('failed');
+    const tree = await env.t.q(`SELECT id, root_id FROM stepd.workflows WHERE name = 'fan' AND id <> $1`, [root!.id]);
+    expect(tree).toHaveLength(10);
+    for (const w of tree) expect(w.root_id).toBe(root!.id);
+    const capped = await env.t.q(
+      `SELECT s.error FROM stepd.workflow_steps s JOIN stepd.workflows w ON w.id = s.workflow_id
+        WHERE (w.id = $1 OR w.root_id = $1) AND s.error->>'code' = 'cap_exceeded'`,
+      [root!.id],
+    );
+    expect(capped.length).toBeGreaterThan(0);
+    for (const c of capped) expect(JSON.stringify(c.error)).toContain('"cap":"subWorkflows","limit":10');
+    // Nothing of the tree is left running.
+    await waitFor(async () => (await env.t.q(`SELECT id FROM stepd.workflows WHERE root_id = $1 AND status IN ('new', 'running')`, [root!.id])).length === 0, 'the tree to end');
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });

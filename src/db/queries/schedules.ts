@@ -2,6 +2,7 @@
  * Statements on schedules (sql/0014_schedules.sql): what each named schedule starts and as whom,
  * and the one workflow a tick inserts. The cron itself lives in pg-boss (src/schedules/).
  */
+import { tickKey } from '../../schedules/tickTime.js';
 import { jsonParam, type Queryable } from './common.js';
 
 export interface ScheduleRow {
@@ -69,28 +70,43 @@ export async function deleteSchedule(db: Queryable, name: string): Promise<Sched
   return rows[0];
 }
 
+/** What the daemon puts into pg-boss for each schedule (its sync reads only these). */
+export type ScheduleTiming = Pick<ScheduleRow, 'name' | 'cron' | 'tz'>;
+
+export async function listScheduleTimings(db: Queryable): Promise<ScheduleTiming[]> {
+  const { rows } = await db.query<ScheduleTiming>({ name: 'stepd_list_schedule_timings', text: `SELECT name, cron, tz FROM schedules ORDER BY name` });
+  return rows;
+}
+
 /**
- * A tick's workflow, inserted at most once per key (`schedule:NAME:<tick time>`): by name with
- * flow NULL (the registry's latest version at admission), as the schedule's user, answered for by
- * the role that wrote the schedule (admission checks that role's `clients.actAs`). Runs on an
- * executor connection (the guard would stamp the executor's own role otherwise) and wakes every
- * executor, as a client's insert does. Returns the new id, or `undefined` when the key exists.
+ * A tick's workflow, started at most once and only in order: the tick is recorded as the
+ * schedule's last started one (`schedule_ticks`, executor-only) only when it is later than the
+ * one recorded, and the workflow is inserted in the same statement (key
+ * `schedule:NAME:<tick time>`, ON CONFLICT DO NOTHING). So a duplicate, retried or replayed job
+ * never starts a tick again — even after that tick's workflow was deleted — nor an earlier one.
+ * The workflow is started by name with flow NULL (the registry's latest version at admission),
+ * as the schedule's user, answered for by the role that wrote the schedule (admission checks
+ * that role's `clients.actAs`). Runs on an executor connection (the guard would stamp the
+ * executor's own role otherwise) and wakes every executor, as a client's insert does. Returns
+ * the new id, or `undefined` when the tick is not later than the last one started.
  */
-export async function insertScheduledWorkflowUnlessKeyExists(
-  db: Queryable,
-  tick: { schema: string; schedule: ScheduleRow; key: string },
-): Promise<string | undefined> {
-  const s = tick.schedule;
+export async function insertTickWorkflowIfLater(db: Queryable, t: { schema: string; schedule: ScheduleRow; tick: Date }): Promise<string | undefined> {
+  const s = t.schedule;
   const { rows } = await db.query<{ id: string }>({
-    name: 'stepd_insert_scheduled_workflow',
-    text: `WITH inserted AS (
+    name: 'stepd_insert_tick_workflow_if_later',
+    text: `WITH recorded AS (
+             INSERT INTO schedule_ticks AS k (name, last_tick) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET last_tick = EXCLUDED.last_tick, updated_at = now()
+              WHERE k.last_tick < EXCLUDED.last_tick
+             RETURNING name),
+           inserted AS (
              INSERT INTO workflows (name, flow, input, created_by, created_role, key)
-             VALUES ($1, NULL, $2::jsonb, $3, $4, $5)
+             SELECT $3, NULL, $4::jsonb, $5, $6, $7 FROM recorded
              ON CONFLICT (key) DO NOTHING
              RETURNING id)
-           SELECT id, pg_notify($6, json_build_object('schema', $7::text, 'table', 'workflows', 'id', id, 'status', 'new')::text)
+           SELECT id, pg_notify($8, json_build_object('schema', $9::text, 'table', 'workflows', 'id', id, 'status', 'new')::text)
              FROM inserted`,
-    values: [s.flow, jsonParam(s.input), s.created_by, s.created_role, tick.key, WAKEUP_CHANNEL, tick.schema],
+    values: [s.name, t.tick, s.flow, jsonParam(s.input), s.created_by, s.created_role, tickKey(s.name, t.tick), WAKEUP_CHANNEL, t.schema],
   });
   return rows[0]?.id;
 }

@@ -21,7 +21,8 @@ export interface ChildWorkflowStart {
 }
 
 /**
- * Inserts the child workflow (status new, the parent's created_by and created_role, depth + 1)
+ * Inserts the child workflow (status new, the parent's created_by and created_role, depth + 1,
+ * the tree's root as root_id)
  * unless that depth is above `maxDepth`, and makes the step wait for it: pending, child_id set,
  * no owner and no lease. NOTIFYs the wake-up so an executor admits the child at once. Returns
  * the child's id, or the parent's depth when the child would be too deep.
@@ -33,10 +34,10 @@ export async function insertChildWorkflowUnlessTooDeep(
   const { rows } = await db.query<{ child_id: string | null; depth: number }>({
     name: 'stepd_insert_child_workflow_unless_too_deep',
     text: `WITH parent AS (
-             SELECT id, created_by, created_role, depth FROM workflows WHERE id = $1),
+             SELECT id, created_by, created_role, depth, root_id FROM workflows WHERE id = $1),
            child AS (
-             INSERT INTO workflows (name, flow, flow_version, input, created_by, created_role, parent_id, parent_step_id, depth)
-             SELECT $3, $4::jsonb, $5, $6::jsonb, p.created_by, p.created_role, p.id, $2, p.depth + 1
+             INSERT INTO workflows (name, flow, flow_version, input, created_by, created_role, parent_id, parent_step_id, depth, root_id)
+             SELECT $3, $4::jsonb, $5, $6::jsonb, p.created_by, p.created_role, p.id, $2, p.depth + 1, coalesce(p.root_id, p.id)
                FROM parent p WHERE p.depth + 1 <= $7
              RETURNING id, depth),
            waiting AS (
@@ -100,16 +101,19 @@ export async function handBackSettlingSubWorkflowSteps(db: Queryable, v: { execu
 }
 
 /**
- * What starting a child of `parentId` needs, in one read: the parent's depth and the registered
- * flow (`version` null: the latest), with the latest version for the message when it is missing.
+ * What starting a child of `parentId` needs, in one read: the parent's depth, how many child
+ * workflows its tree has (every workflow whose root_id is the parent's root; caps.subWorkflows),
+ * and the registered flow (`version` null: the latest), with the latest version for the message
+ * when it is missing.
  */
 export async function getParentDepthAndRegisteredFlow(
   db: Queryable,
   v: { parentId: string; name: string; version: number | null },
-): Promise<{ parentDepth: number; flow?: { version: number; flow: unknown }; latest: number | null } | undefined> {
-  const { rows } = await db.query<{ depth: number; version: number | null; flow: unknown; latest: number | null }>({
-    name: 'stepd_get_parent_depth_and_registered_flow',
-    text: `SELECT w.depth, f.version, f.flow, (SELECT max(version) FROM flows WHERE name = $2) AS latest
+): Promise<{ parentDepth: number; treeChildren: number; flow?: { version: number; flow: unknown }; latest: number | null } | undefined> {
+  const { rows } = await db.query<{ depth: number; tree_children: number; version: number | null; flow: unknown; latest: number | null }>({
+    name: 'stepd_get_parent_depth_tree_and_registered_flow',
+    text: `SELECT w.depth, (SELECT count(*)::int FROM workflows d WHERE d.root_id = coalesce(w.root_id, w.id)) AS tree_children,
+                  f.version, f.flow, (SELECT max(version) FROM flows WHERE name = $2) AS latest
              FROM workflows w
              LEFT JOIN LATERAL (
                SELECT version, flow FROM flows
@@ -122,6 +126,7 @@ export async function getParentDepthAndRegisteredFlow(
   if (!row) return undefined;
   return {
     parentDepth: row.depth,
+    treeChildren: row.tree_children,
     ...(row.version !== null ? { flow: { version: row.version, flow: row.flow } } : {}),
     latest: row.latest,
   };
