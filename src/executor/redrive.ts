@@ -28,6 +28,7 @@ import { isRetryablePgError, type ErrorData } from '../errors.js';
 import { storableIssues, storableText } from '../flow/caps.js';
 import { getStep } from '../flow/compiled.js';
 import { resolveSuccess } from '../flow/transitions.js';
+import { decideActingUser } from '../security/actAs.js';
 import { Advance, type Origin } from './advance.js';
 import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
@@ -109,6 +110,9 @@ async function resume(deps: TxDeps, client: pg.PoolClient, w: TxWriter, req: Red
     deps.log.warn({ workflowId: req.id, reason, message }, 'redrive refused');
     return { ...empty(), handled: 1 };
   };
+  // The role that answers for the workflow must still be allowed its user (clients.actAs may have narrowed since admission).
+  const acting = decideActingUser({ role: req.created_role, trusted: req.role_trusted, createdBy: req.created_by }, deps.clients);
+  if (!acting.ok) return refuse('permission_denied', acting.message, acting.details);
   const plan = checkRedrive(req, req.flow === null ? [] : await getStepsForRedrive(client, req.id), (f) => deps.cache.compiler.compile(f));
   if (!plan.ok) return refuse(plan.reason, plan.message, plan.issues ? { issues: storableIssues(plan.issues) } : {});
   const flow = plan.flow;

@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { StepdFileConfig } from '../../src/configFile.js';
-import { clientInsert, getSteps, refused, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
+import pg from 'pg';
+import { clientInsert, createClientRole, createLoginRole, getSteps, getWorkflow, onCleanup, refused, securityEnv, startConfiguredExecutor, waitFor, waitForWorkflow } from './helpers.js';
 
 const WHOAMI = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
 // `restricted` may call core.* only (users' patterns add to the defaults); the bystander its probe.
@@ -76,14 +77,23 @@ describe('a redrive never turns a refusal into a run', () => {
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it.todo(
-    "another client role cannot redrive a victim's failed workflow: today any role holding <schema>_client may " +
-      "`UPDATE workflows SET status = 'running' WHERE id = <victim's> AND status = 'failed'`, and the executor runs the " +
-      "victim's failed steps again as the victim's created_by (a failed payment, a half-done side effect repeated at " +
-      "another service's will). Fix (DDL, a migration after 0015): a BEFORE UPDATE OF status trigger on workflows, " +
-      "WHEN (OLD.status = 'failed' AND NEW.status = 'running' AND NOT stepd_is_executor()), refusing unless " +
-      'stepd_role_is_trusted(session_user) or pg_has_role(session_user, OLD.created_role, \'MEMBER\') — the rule 0015 applies to flow versions',
-  );
+  it("another client role cannot redrive a victim's failed workflow; the victim's role (or a member of it) can", async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const id = await clientInsert(victim, { start: 'a', steps: { a: { tool: 'core.fail', args: { message: 'x' }, done: true } } });
+    expect((await waitForWorkflow(env.t, id)).status).toBe('failed');
+    await refused(redrive(env.client.q, id), new RegExp(`started by role ${victim.role}; role ${env.client.role} may not redrive it`));
+    const untouched = await getWorkflow(env.t, id);
+    expect(untouched).toMatchObject({ status: 'failed', redrives: 0, redrive_requested_at: null });
+    expect((await getSteps(env.t, id)).filter((s) => s.name === 'a')).toHaveLength(1);
+    // A member of the victim's role may (as for flow versions).
+    const member = await createLoginRole(env.t, victim.role, `mem_${randomBytes(5).toString('hex')}`);
+    const pool = new pg.Pool({ connectionString: member.url, max: 1 });
+    onCleanup(() => pool.end());
+    expect((await pool.query(`UPDATE ${env.t.schema}.workflows SET status = 'running' WHERE id = $1 AND status = 'failed' RETURNING id`, [id])).rows).toHaveLength(1);
+    await waitFor(async () => (await getSteps(env.t, id)).filter((s) => s.name === 'a').length === 2, 'the redriven attempt');
+    await env.bystander.assertUndisturbedAndServed();
+  });
 
   it.todo(
     'the operations layer (dashboard, MCP over HTTP) lets any token user retry (redrive) or cancel another user\'s workflow: ' +
@@ -92,11 +102,22 @@ describe('a redrive never turns a refusal into a run', () => {
       'caller may act as it under an operator-configured rule), in src/api/operations.ts',
   );
 
-  it.todo(
-    "a redrive checks clients.actAs again: today the role that answers for a workflow is checked only at admission " +
-      '(src/executor/transactions.ts checkActingUser), so after the operator narrows a role\'s actAs, that role can still redrive a ' +
-      'failed workflow it started as a user it may no longer act as, and its failed steps run as that user (read from the code: ' +
-      'redrive*.ts never calls decideActingUser). Fix: in redriveOne, refuse with redrive_refused (reason permission_denied) when ' +
-      'decideActingUser({role: created_role, trusted, createdBy}) refuses',
-  );
+  it("a redrive checks clients.actAs again: after the operator narrows a role's actAs, its failed workflow is not redriven as that user", async () => {
+    const role = `atk_${randomBytes(5).toString('hex')}`;
+    const env = await securityEnv({ clientName: role, config: { clients: { [role]: { actAs: ['billing'] } } } });
+    const id = await clientInsert(env.client, { start: 'a', steps: { a: { tool: 'core.fail', args: { message: 'x' }, done: true } } }, { user: 'billing' });
+    expect((await waitForWorkflow(env.t, id)).status).toBe('failed');
+    // The operator takes `billing` away from the role: a new executor with the narrowed config.
+    await env.executor.stop({ graceMs: 0 });
+    await startConfiguredExecutor(env.t, { clients: { [role]: { actAs: [] } } }, { providers: [env.probe] });
+    expect(await redrive(env.client.q, id)).toHaveLength(1);
+    const again = await waitFor(async () => {
+      const [wf] = await env.t.q(`SELECT status, error, redrives, redrive_requested_at FROM stepd.workflows WHERE id = $1`, [id]);
+      return wf.status === 'failed' && wf.redrive_requested_at === null ? wf : undefined;
+    }, 'the redrive to be decided');
+    expect(again.error).toMatchObject({ code: 'redrive_refused', details: { reason: 'permission_denied', role, user: 'billing' } });
+    expect(again.redrives).toBe(0);
+    expect((await getSteps(env.t, id)).filter((s) => s.name === 'a')).toHaveLength(1);
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });

@@ -19,13 +19,17 @@ export async function findRedriveRequests(db: Queryable, limit: number): Promise
   return rows.map((r) => r.id);
 }
 
-export type RedriveRequest = Pick<WorkflowRow, 'id' | 'name' | 'status' | 'flow' | 'input' | 'created_by' | 'error' | 'step_count' | 'redrives'>;
+export type RedriveRequest = Pick<WorkflowRow, 'id' | 'name' | 'status' | 'flow' | 'input' | 'created_by' | 'created_role' | 'error' | 'step_count' | 'redrives'> & {
+  /** Whether created_role is trusted (the database decides, as at admission). */
+  role_trusted: boolean;
+};
 
 /** Locks a workflow whose redrive is still requested; undefined if handled or locked elsewhere. */
 export async function lockWorkflowIfRedriveRequested(db: Queryable, workflowId: string): Promise<RedriveRequest | undefined> {
   const { rows } = await db.query<RedriveRequest>({
-    name: 'stepd_lock_workflow_if_redrive_requested',
-    text: `SELECT id, name, status, flow, input, created_by, error, step_count, redrives FROM workflows
+    name: 'stepd_lock_workflow_if_redrive_requested_with_role',
+    text: `SELECT id, name, status, flow, input, created_by, created_role, error, step_count, redrives,
+                  (created_role IS NULL OR stepd_role_is_trusted(created_role)) AS role_trusted FROM workflows
             WHERE id = $1 AND redrive_requested_at IS NOT NULL FOR UPDATE SKIP LOCKED`,
     values: [workflowId],
   });
