@@ -103,6 +103,12 @@ export function workflowNotActiveMessage(wf: { id: string; name: string; status:
   return `workflow ${wf.id} (${wf.name}) is already ${wf.status}; only a new or running workflow can be cancelled`;
 }
 
+/** Why a user may not cancel or retry (`verb`) a workflow another user created. */
+export function notYourWorkflowMessage(wf: { id: string; name: string; created_by: string | null }, user: string, verb: 'cancel' | 'retry'): string {
+  const owner = wf.created_by === null ? 'no user' : `user "${wf.created_by}"`;
+  return `user "${user}" may not ${verb} workflow ${wf.id} (${wf.name}): it was started by ${owner}; only its own user or an admin (config api.admins) may cancel or retry it`;
+}
+
 /** Why a workflow that is not failed cannot be redriven (`stepd retry`, retry_workflow). */
 export function workflowNotFailedMessage(wf: { id: string; name: string; status: string; redrive_requested_at?: Date | null }): string {
   const note = wf.status === 'running' && wf.redrive_requested_at ? ' (its redrive was requested already)' : '';

@@ -30,6 +30,7 @@ import {
   toOperationError,
   cannotRedriveMessage,
   keyTakenMessage,
+  notYourWorkflowMessage,
   parseIdOrFail,
   stepNotFoundMessage,
   stepNotPendingMessage,
@@ -64,6 +65,11 @@ export interface OperationsDeps {
    * role is trusted anyway (the daemon's own).
    */
   actAs?: { clients: ClientsConfig | undefined };
+  /**
+   * Users who may cancel and retry any workflow (config `api.admins`); every other user only the
+   * workflows it created (`created_by`). Reads stay open to every user.
+   */
+  admins?: readonly string[];
   /** The tools the daemon can call (built-ins and configured MCP servers), for listTools. */
   listTools?: () => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
 }
@@ -229,13 +235,13 @@ export class Operations {
   }
 
   /** Cancels a workflow that is new or running; its live steps are cancelled and running tools aborted. */
-  async cancelWorkflow(_user: string, args: { workflowId: string | number }): Promise<{ workflowId: string; name: string; status: WorkflowStatus; cancelledAt: string | null }> {
+  async cancelWorkflow(user: string, args: { workflowId: string | number }): Promise<{ workflowId: string; name: string; status: WorkflowStatus; cancelledAt: string | null }> {
     const id = parseIdOrFail(args.workflowId, 'workflow id');
     return this.#db(async () => {
-      await this.#refuseUnlessActive(id);
+      await this.#refuseUnlessActive(id, user);
       const wf = await cancelWorkflowIfActive(this.#deps.pool, id);
       if (!wf) {
-        await this.#refuseUnlessActive(id);
+        await this.#refuseUnlessActive(id, user);
         throw new OperationError('refused', `workflow ${id} could not be cancelled`);
       }
       return { workflowId: String(wf.id), name: wf.name, status: wf.status, cancelledAt: wf.cancelled_at ? new Date(wf.cancelled_at).toISOString() : null };
@@ -248,15 +254,15 @@ export class Operations {
    * `redrive_refused`. Checked here first the way the daemon checks, so most refusals say why at once.
    */
   async retryWorkflow(
-    _user: string,
+    user: string,
     args: { workflowId: string | number },
   ): Promise<{ workflowId: string; name: string; status: WorkflowStatus; redrives: number; redriveRequestedAt: string | null }> {
     const id = parseIdOrFail(args.workflowId, 'workflow id');
     return this.#db(async () => {
-      await this.#refuseUnlessRedrivable(id);
+      await this.#refuseUnlessRedrivable(id, user);
       const wf = await redriveWorkflowIfFailed(this.#deps.pool, id);
       if (!wf) {
-        await this.#refuseUnlessRedrivable(id);
+        await this.#refuseUnlessRedrivable(id, user);
         throw new OperationError('refused', `workflow ${id} could not be redriven`);
       }
       return {
@@ -365,19 +371,27 @@ export class Operations {
     return step;
   }
 
-  async #refuseUnlessRedrivable(id: string): Promise<WorkflowRow> {
+  async #refuseUnlessRedrivable(id: string, user: string): Promise<WorkflowRow> {
     const wf = await getWorkflow(this.#deps.db, id);
     if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
+    this.#refuseUnlessOwn(wf, user, 'retry');
     if (wf.status !== 'failed') throw new OperationError('refused', workflowNotFailedMessage(wf));
     const check = checkRedrive(wf, await getWorkflowSteps(this.#deps.db, id), (flow) => compileFlow(flow, this.#caps()));
     if (!check.ok) throw new OperationError('refused', cannotRedriveMessage(wf, check.message, check.issues), { details: check.issues ? { issues: check.issues } : undefined });
     return wf;
   }
 
-  async #refuseUnlessActive(id: string): Promise<void> {
+  async #refuseUnlessActive(id: string, user: string): Promise<void> {
     const wf = await getWorkflow(this.#deps.db, id);
     if (!wf) throw new OperationError('not_found', workflowNotFoundMessage(id, this.#deps.schema));
+    this.#refuseUnlessOwn(wf, user, 'cancel');
     if (wf.status !== 'new' && wf.status !== 'running') throw new OperationError('refused', workflowNotActiveMessage(wf));
+  }
+
+  /** Cancel and retry: the workflow's own user (created_by) or an admin (config api.admins) only. */
+  #refuseUnlessOwn(wf: WorkflowRow, user: string, verb: 'cancel' | 'retry'): void {
+    if (wf.created_by === user || (this.#deps.admins ?? []).includes(user)) return;
+    throw new OperationError('permission_denied', notYourWorkflowMessage(wf, user, verb), { details: { user, createdBy: wf.created_by } });
   }
 
   /** Runs database work, turning what the database says into OperationErrors. */

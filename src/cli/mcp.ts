@@ -69,6 +69,7 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
     caps: resolveCaps(file.config.caps),
     // The agent's database role may not be trusted: whom it may act as is said before anything is written.
     actAs: { clients: file.config.clients },
+    admins: file.config.api?.admins ?? [],
     listTools: () => listAllTools(tools),
   });
   const server = createMcpServer(ops, user, { log });

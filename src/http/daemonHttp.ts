@@ -42,6 +42,8 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
     db,
     schema: opts.schema,
     caps: resolveCaps(opts.caps),
+    // The pool's role is trusted (the database cannot tell users apart): who may cancel or retry what is decided here.
+    admins: opts.api?.admins ?? [],
     ...(opts.permissions ? { permissions: opts.permissions } : {}),
     ...(opts.listTools ? { listTools: opts.listTools } : {}),
   });

@@ -49,6 +49,15 @@ describe('api.tokens in the config file', () => {
     expect(err.message).not.toContain(TOKEN);
   });
 
+  it('reads api.admins, the users who may cancel and retry any workflow, and refuses anything but user names', () => {
+    expect(parseConfigFile({ api: { admins: ['alice', 'ops'] } }).api).toEqual({ admins: ['alice', 'ops'] });
+    expect(parseConfigFile({ api: { tokens: { [TOKEN]: 'alice' }, admins: ['alice'] } }).api).toEqual({ tokens: { [TOKEN]: 'alice' }, admins: ['alice'] });
+    for (const admins of ['alice', [''], [1], { alice: true }]) {
+      const err = failure(() => parseConfigFile({ api: { admins } }));
+      expect(err.issues).toEqual([{ path: 'api.admins', message: 'expected an array of user names (non-empty strings), e.g. ["alice"]' }]);
+    }
+  });
+
   it('is absent without an api section, and a lookup without tokens is disabled', () => {
     expect(parseConfigFile({}).api).toBeUndefined();
     expect(createTokenLookup(undefined).enabled).toBe(false);

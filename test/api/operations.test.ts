@@ -97,7 +97,10 @@ describe('workflow operations as a user', () => {
     await ops.rejectStep('alice', { stepId: firstGate.stepId, reason: 'not yet' });
     expect((await waitForWorkflow(t, workflowId)).status).toBe('failed');
 
-    const retried = await ops.retryWorkflow('bob', { workflowId });
+    // Only the workflow's own user (or an admin, config api.admins) may retry it.
+    const notBob = await refusal(ops.retryWorkflow('bob', { workflowId }));
+    expect(notBob).toMatchObject({ code: 'permission_denied', message: `user "bob" may not retry workflow ${workflowId} (release): it was started by user "alice"; only its own user or an admin (config api.admins) may cancel or retry it` });
+    const retried = await ops.retryWorkflow('alice', { workflowId });
     expect(retried).toMatchObject({ workflowId, status: 'running', name: 'release' });
     const secondGate = await waitFor(async () => (await ops.getWorkflow('alice', { workflowId })).waiting.find((w) => w.stepId !== firstGate.stepId), 'the gate to wait again');
     await ops.approveStep('alice', { stepId: secondGate.stepId });

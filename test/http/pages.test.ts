@@ -71,7 +71,8 @@ describe('dashboard pages', () => {
   it('shows a waiting gate with its message, and cancel refuses a finished workflow with the CLI wording', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
-    const id = await insertWorkflow(t, gatedFlow, {}, { name: 'release', user: 'alice' });
+    // carol's own workflow: a user may cancel and retry only the workflows it started (or any, listed in api.admins).
+    const id = await insertWorkflow(t, gatedFlow, {}, { name: 'release', user: 'carol' });
     const step = await waitForStep(t, id, 'review', 'pending');
     const { request, sessions } = buildTestApp(t, { localUser: 'carol' });
     const body = await (await request(`/workflows/${id}`, { headers: html })).text();
@@ -131,7 +132,7 @@ describe('dashboard pages', () => {
   it('retries a failed workflow with the button, and refuses one that did not fail', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
-    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { code: 'boom' } } } }, {}, { name: 'flaky' });
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { code: 'boom' } } } }, {}, { name: 'flaky', user: 'carol' });
     expect((await waitForWorkflow(t, id)).status).toBe('failed');
     const { request, sessions } = buildTestApp(t, { localUser: 'carol' });
     const page = await (await request(`/workflows/${id}`, { headers: html })).text();
@@ -140,7 +141,7 @@ describe('dashboard pages', () => {
     expect((await request(`/workflows/${id}/retry`, formPost({ csrf }))).status).toBe(303);
     await waitFor(async () => (await getSteps(t, id)).filter((s) => s.name === 'a').length === 2, 'a second attempt of the failed step');
 
-    const done = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } }, {}, { name: 'fine' });
+    const done = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', args: {} } } }, {}, { name: 'fine', user: 'carol' });
     await waitForWorkflow(t, done);
     const refused = await request(`/workflows/${done}/retry`, formPost({ csrf }));
     expect(refused.status).toBe(409);

@@ -9,7 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { StepdFileConfig } from '../../src/configFile.js';
 import pg from 'pg';
-import { clientInsert, createClientRole, createLoginRole, getSteps, getWorkflow, onCleanup, refused, securityEnv, startConfiguredExecutor, waitFor, waitForWorkflow } from './helpers.js';
+import { OperationError } from '../../src/api/errors.js';
+import { Operations } from '../../src/api/operations.js';
+import { createKysely, createPool } from '../../src/db/connect.js';
+import { clientInsert, createClientRole, createLoginRole, getSteps, getWorkflow, insertWorkflow, onCleanup, refused, securityEnv, startConfiguredExecutor, waitFor, waitForWorkflow } from './helpers.js';
 
 const WHOAMI = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
 // `restricted` may call core.* only (users' patterns add to the defaults); the bystander its probe.
@@ -95,12 +98,32 @@ describe('a redrive never turns a refusal into a run', () => {
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it.todo(
-    'the operations layer (dashboard, MCP over HTTP) lets any token user retry (redrive) or cancel another user\'s workflow: ' +
-      'Operations.retryWorkflow and cancelWorkflow ignore their user argument and the daemon\'s pool role is trusted, so the database ' +
-      "cannot refuse it either; the victim's steps run again as the victim. Fix: refuse unless wf.created_by is the caller (or the " +
-      'caller may act as it under an operator-configured rule), in src/api/operations.ts',
-  );
+  it("the operations layer (dashboard, MCP over HTTP) lets a user cancel or retry only the workflows it started, unless the operator made it an admin", async () => {
+    const env = await securityEnv();
+    // The daemon's HTTP pool: a trusted role, so the database cannot tell its users apart.
+    const pool = createPool({ url: env.t.url, schema: env.t.schema, role: 'client', max: 2 });
+    const db = createKysely(pool);
+    onCleanup(() => db.destroy());
+    const ops = new Operations({ pool, db, schema: env.t.schema, admins: ['ops-admin'] });
+    const failing = await insertWorkflow(env.t, { start: 'a', steps: { a: { tool: 'core.fail', args: { message: 'x' }, done: true } } }, {}, { name: 'payment', user: 'alice' });
+    expect((await waitForWorkflow(env.t, failing)).status).toBe('failed');
+    const denied = await ops.retryWorkflow('mallory', { workflowId: failing }).catch((e: unknown) => e as OperationError);
+    expect(denied).toBeInstanceOf(OperationError);
+    expect(denied).toMatchObject({
+      code: 'permission_denied',
+      message: `user "mallory" may not retry workflow ${failing} (payment): it was started by user "alice"; only its own user or an admin (config api.admins) may cancel or retry it`,
+    });
+    expect(await getWorkflow(env.t, failing)).toMatchObject({ status: 'failed', redrive_requested_at: null });
+    const cancelDenied = await ops.cancelWorkflow('mallory', { workflowId: env.bystander.id }).catch((e: unknown) => e as OperationError);
+    expect(cancelDenied).toMatchObject({ code: 'permission_denied' });
+    expect((await getWorkflow(env.t, env.bystander.id)).status).toBe('running');
+    // Reads stay open; the owner and an admin may.
+    expect((await ops.getWorkflow('mallory', { workflowId: failing })).workflow).toMatchObject({ id: failing });
+    expect(await ops.retryWorkflow('alice', { workflowId: failing })).toMatchObject({ status: 'running' });
+    await waitFor(async () => (await getWorkflow(env.t, failing)).status === 'failed' && (await getWorkflow(env.t, failing)).redrives === 1, 'the redrive to fail again');
+    expect(await ops.retryWorkflow('ops-admin', { workflowId: failing })).toMatchObject({ status: 'running' });
+    await env.bystander.assertUndisturbedAndServed();
+  });
 
   it("a redrive checks clients.actAs again: after the operator narrows a role's actAs, its failed workflow is not redriven as that user", async () => {
     const role = `atk_${randomBytes(5).toString('hex')}`;
