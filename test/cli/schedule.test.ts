@@ -3,6 +3,7 @@
  * (own schema per test). The ticks themselves are covered in test/integration/scheduleTicks.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { bossSchemaName } from '../../src/schedules/bossSchema.js';
 import { createTestSchema, getWorkflow, startExecutor, waitForWorkflow } from '../helpers/db.js';
 import { envFor, runCli } from './helpers.js';
 
@@ -20,6 +21,9 @@ describe('stepd schedule', () => {
     const a = JSON.parse(added.stdout);
     expect(a).toMatchObject({ name: 'nightly', cron: '0 2 * * *', tz: 'Europe/Paris', flow: 'report', input: { topic: 'x' }, user: 'james', role: 'postgres', created: true });
     expect(a.next).toHaveLength(3);
+    // The CLI writes stepd's table only: the daemon puts the schedule into pg-boss (clients have no access there).
+    expect(await t.q(`SELECT key FROM ${bossSchemaName(t.schema)}.schedule`)).toEqual([]);
+    expect(await t.q(`SELECT name, cron, tz, flow FROM stepd.schedules`)).toEqual([{ name: 'nightly', cron: '0 2 * * *', tz: 'Europe/Paris', flow: 'report' }]);
 
     const listed = await runCli(['schedule', 'list', '--json'], { env });
     expect(listed.code).toBe(0);
