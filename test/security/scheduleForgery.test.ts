@@ -8,12 +8,13 @@ import pg from 'pg';
 import { PgBoss } from 'pg-boss';
 import { describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/connect.js';
+import { migrate } from '../../src/db/migrate.js';
 import { getSchedule, insertTickWorkflowIfLater } from '../../src/db/queries/schedules.js';
 import { silentLogger } from '../../src/logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
 import { Scheduler } from '../../src/schedules/scheduler.js';
 import { addSchedule } from '../../src/schedules/scheduleStore.js';
-import { createClientRole, onCleanup, refused, securityEnv, waitFor, waitForWorkflow, type ClientRole } from './helpers.js';
+import { createClientRole, onCleanup, refused, schemaRoles, securityEnv, waitFor, waitForWorkflow, type ClientRole } from './helpers.js';
 
 const WHOAMI = { start: 'who', steps: { who: { tool: 'probe.whoami', done: true, output: '{{result}}' } } };
 
@@ -89,6 +90,20 @@ describe("pg-boss's schema as a client sees it", () => {
     // The record is the executor's: a client can neither read nor reset it.
     await refused(env.client.q(`DELETE FROM stepd.schedule_ticks`), /permission denied/);
     await refused(env.client.q(`INSERT INTO stepd.schedule_ticks (name, last_tick) VALUES ('yearly', '2000-01-01')`), /permission denied/);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('stepd migrate takes back the pg-boss grants earlier versions gave the client role', async () => {
+    const env = await securityEnv();
+    const boss = bossSchemaName(env.t.schema);
+    const client = schemaRoles(env.t.schema).client;
+    // What migrations before 0017 granted.
+    await env.t.q(`GRANT USAGE ON SCHEMA ${boss} TO ${client}`);
+    await env.t.q(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${boss}.schedule TO ${client}`);
+    await env.client.q(`SELECT count(*) FROM ${boss}.schedule`);
+    await migrate({ url: env.t.url, schema: env.t.schema });
+    await refused(env.client.q(`INSERT INTO ${boss}.schedule (name, key, cron, timezone, data) VALUES ($1, 'evil', '* * * * *', 'UTC', '{}')`, [SCHEDULE_QUEUE]), /permission denied/);
+    await refused(env.client.q(`SELECT count(*) FROM ${boss}.schedule`), /permission denied/);
     await env.bystander.assertUndisturbedAndServed();
   });
 });
