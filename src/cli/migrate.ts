@@ -20,7 +20,9 @@ Examples:
 Applying twice changes nothing. Also creates (when this login may) the NOLOGIN roles
 <schema>_executor and <schema>_client and grants them; otherwise prints the SQL a DBA runs.
 Schedules: installs or upgrades pg-boss's schema <schema>_boss beside it (pg-boss's own SQL)
-and grants the two roles on it; a login that may not create it gets that SQL to hand to a DBA.
+and grants the executor role on it (the client role gets nothing there: clients write
+stepd's schedules table, the daemon syncs pg-boss); a login that may not create it gets that
+SQL to hand to a DBA.
 A migration file edited after it was applied is reported, never silently re-applied.`,
     )
     .action(async (flags: DatabaseFlags & { json?: boolean }) => {
