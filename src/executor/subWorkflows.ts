@@ -26,7 +26,7 @@ import {
   type Queryable,
 } from '../db/queries.js';
 import { StepError } from '../errors.js';
-import { CapExceededError, DEFAULT_CAPS, type Caps } from '../flow/caps.js';
+import { CapExceededError, DEFAULT_CAPS, valueCapError, type Caps } from '../flow/caps.js';
 import type { CompiledStep } from '../flow/compiled.js';
 import { ChildStartError, recordedInput, settledOutcome, subWorkflowRequest, type SubWorkflowRequest } from '../flow/subWorkflow.js';
 import type { TemplateScope } from '../flow/templates.js';
@@ -56,6 +56,9 @@ interface ChildPlan {
  */
 async function planChild(db: Queryable, parentId: string, request: SubWorkflowRequest, caps: Readonly<Caps> | undefined): Promise<ChildPlan> {
   const maxDepth = (caps ?? DEFAULT_CAPS).subWorkflowDepth;
+  // Its admission would refuse it anyway; refused here, it never reaches the database's size ceiling (sql/0017).
+  const tooBig = valueCapError(`the input of sub-workflow "${request.workflow}"`, request.input, 'inputBytes', caps ?? DEFAULT_CAPS);
+  if (tooBig) throw new CapExceededError(tooBig.message, tooBig.details as { cap: string; limit: number; actual?: number });
   const found = await getParentDepthAndRegisteredFlow(db, { parentId, name: request.workflow, version: request.version });
   if (!found) throw new StepError('internal', `workflow ${parentId} not found while starting a sub-workflow`);
   const maxChildren = (caps ?? DEFAULT_CAPS).subWorkflows;

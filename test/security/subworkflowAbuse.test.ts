@@ -96,4 +96,16 @@ describe('sub-workflows cannot be used to escape the caps or the permissions', (
     await waitFor(async () => (await env.t.q(`SELECT id FROM stepd.workflows WHERE root_id = $1 AND status IN ('new', 'running')`, [root!.id])).length === 0, 'the tree to end');
     await env.bystander.assertUndisturbedAndServed();
   });
+
+  it("a child's input above caps.inputBytes fails its step with cap_exceeded before any child row is written", async () => {
+    const env = await securityEnv({ config: { caps: { inputBytes: 200 } } });
+    await env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('child', $1)`, [JSON.stringify({ start: 'a', steps: { a: { tool: 'core.echo', args: {}, done: true } } })]);
+    const parent = { start: 'call', steps: { call: { workflow: { name: 'child', input: { text: '{{input.text}}{{input.text}}' } }, done: true } } };
+    const id = await clientInsert(env.client, parent, { input: { text: 'x'.repeat(120) } });
+    expect((await waitForWorkflow(env.t, id)).status).toBe('failed');
+    const [step] = (await getSteps(env.t, id)).filter((s) => s.name === 'call');
+    expect(JSON.stringify(step!.error)).toContain('"cap":"inputBytes","limit":200');
+    expect(await env.t.q(`SELECT id FROM stepd.workflows WHERE parent_id = $1`, [id])).toEqual([]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });
