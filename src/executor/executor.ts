@@ -9,70 +9,47 @@
  */
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
-import { findStepsNoLongerRunning, type ClaimedStep } from '../db/queries.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { StepError } from '../errors.js';
-import type { CapsConfig, ClientsConfig } from '../configFile.js';
 import { resolveCaps } from '../flow/caps.js';
-import type { Logger } from '../logger.js';
-import type { ToolRegistry } from '../tools/registry.js';
-import type { LimitPolicy } from '../tools/limits.js';
 import { Listener, type WakeupPayload } from './listener.js';
-import { runClaimedStep, type RunStepDeps, type StepPolicy } from './runStep.js';
-import { stepProgressSink } from './stepProgress.js';
-import { refuseReadyingIfNotAllowed } from './gateReadying.js';
-import { runClaimedSubWorkflowStep } from './subWorkflows.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
 import { OutcomeQueue } from './outcomeQueue.js';
-import { claimedRow, type ClaimOnCreate, type CreatedClaim } from './txWriter.js';
+import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
 import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
-import { handBackRunning, handBackStrays, recoverOrphans } from './recovery.js';
-import { RunningTasks, type RunningTask } from './runningTasks.js';
-import { createClaims, Slots, type CreateClaims } from './slots.js';
+import { abortStepsNoLongerOurs, handBackStraysAfterOutage, recoverOrphans } from './recovery.js';
+import { drainAndClose } from './shutdown.js';
+import { RunningTasks } from './runningTasks.js';
+import { StepTasks } from './stepTasks.js';
+import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
+import { admissionPace } from './admissionPace.js';
+import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { StartAtAlarm } from './startAtAlarm.js';
 import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
-import { NO_METRICS, stepResultLabel, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
-import { NO_TRACING, type StepTrace, type StepTracing } from '../telemetry/stepTracing.js';
-import type { Outcome } from './advance.js';
+import { NO_METRICS, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
+import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 
 export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
 import type { ExecutorOptions } from './options.js';
 
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
 const TOOLLESS_BATCH = 32;
-/** How long new workflows wait for a free slot before a full executor admits them unclaimed. */
-const ADMIT_WAIT_MS = 100;
 
-export interface ExecutorDeps {
-  log: Logger;
-  tools: ToolRegistry;
-  permissions?: StepPolicy;
-  /** Per-tool-pattern and per-user maximums of running steps. */
-  limits?: LimitPolicy;
-  /** Which users each database role may start workflows as (config `clients`). */
-  clients?: ClientsConfig;
-  /** The operator's caps (config `caps`); defaults in src/flow/caps.ts. */
-  caps?: CapsConfig;
-  random?: () => number;
-  /** Where claims, outcome transactions and steps are counted (default: nowhere). */
-  metrics?: ExecutorMetrics;
-  /** Spans of steps, tool calls and ended workflows (default: none). */
-  tracing?: StepTracing;
-}
+export type { ExecutorDeps } from './executorDeps.js';
 
 export class Executor {
   private readonly pool: pg.Pool;
+  private readonly core: ExecutorCore;
   private readonly listener: Listener;
   private readonly cache: WorkflowCache;
   private readonly running: RunningTasks;
+  private readonly tasks: StepTasks;
   private readonly tx: TxDeps;
-  /** What running a step needs: the tools, the permission check, where progress goes. */
-  private readonly runDeps: RunStepDeps;
   private readonly outcomes: OutcomeQueue;
   private readonly outage: DatabaseOutage;
   private readonly heartbeat: Heartbeat;
@@ -129,25 +106,9 @@ export class Executor {
       onConnectionError: (err) => void this.outage.failed(err, 'pool'),
     };
     this.pool = createPool(poolOpts);
-    const progressDeps = { pool: this.pool, executorId: opts.executorId, schema: opts.schema, emitEvents: opts.emitEvents, log: deps.log };
-    const subDeps = { pool: this.pool, executorId: opts.executorId, schema: opts.schema, log: deps.log, caps: this.cache.compiler.caps };
-    this.runDeps = {
-      ...deps,
-      progress: (row) => stepProgressSink(progressDeps, row),
-      subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
-    };
-    this.tx = {
-      pool: this.pool,
-      cache: this.cache,
-      executorId: opts.executorId,
-      schema: opts.schema,
-      log: deps.log,
-      random: deps.random ?? Math.random,
-      emitEvents: opts.emitEvents,
-      leaseGraceMs: opts.leaseGraceMs,
-      clients: deps.clients,
-      onWorkflowsEnded: this.tracing.enabled ? (ids) => this.tracing.workflowsEnded(this.pool, ids) : undefined,
-    };
+    const core: ExecutorCore = { opts, deps, pool: this.pool, cache: this.cache, metrics: this.metrics, tracing: this.tracing };
+    this.core = core;
+    this.tx = txDepsOf(core);
     this.outcomes = new OutcomeQueue({
       // Outcomes recorded alone (deferred: heavy, or their workflow locked elsewhere) may take long:
       // they promise no slots, so they never hold the claims back; what they create is claimed.
@@ -159,8 +120,12 @@ export class Executor {
       metrics: this.metrics,
     });
     // Instant steps take no slot, so one admission batch of them may queue admitBatch outcomes.
-    this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch));
+    // Claims prefetch a quarter of the concurrency (at most 64) beyond the free slots, so a slot
+    // that frees is refilled without waiting for a claim; not with limits, which count rows.
+    const prefetch = deps.limits && !deps.limits.unlimited ? 0 : Math.min(64, Math.ceil(opts.concurrency / 4));
+    this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch), prefetch);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
+    this.tasks = new StepTasks({ core, tx: this.tx, running: this.running, outcomes: this.outcomes, runDeps: runStepDepsOf(core) });
     this.listener = new Listener({
       pool: poolOpts,
       schema: opts.schema,
@@ -181,7 +146,7 @@ export class Executor {
       concurrency: opts.concurrency,
       log: deps.log,
       outage: this.outage,
-      onPresumedDead: () => void this.abortStepsNoLongerOurs().catch(() => {}),
+      onPresumedDead: () => void abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running).catch(() => {}),
     });
   }
 
@@ -250,10 +215,6 @@ export class Executor {
     );
   }
 
-  private abortTask(stepId: string, reason: Error): void {
-    this.running.abort(stepId, reason);
-  }
-
 
   private async loop(): Promise<void> {
     let errors = 0;
@@ -269,16 +230,16 @@ export class Executor {
         // New workflows first, so a backlog of ready steps never keeps them waiting, but no more
         // than this executor can start soon (half its free slots while ready steps wait), so a
         // burst spreads over the executors; then ready steps with the slots left.
-        const free = this.freeSlots();
+        const free = this.slots.free;
         const touchesDb = this.admitPending || free > 0;
         if (this.admitPending) admitted = await this.admit(free);
         if (this.redrivePending) await this.redrive();
-        const left = this.freeSlots();
+        const left = this.slots.claimable;
         if (left > 0) claimed = await this.claimAndRun(left);
         else if (this.toollessPending) claimed = await this.claimToolless();
         if (touchesDb || left > 0) this.outage.succeeded();
         errors = 0;
-        const busy = this.freeSlots() > 0 && (claimed > 0 || admitted > 0);
+        const busy = this.slots.claimable > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.waker.isWoken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
           if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = this.redrivePending = true;
@@ -301,53 +262,21 @@ export class Executor {
     }
   }
 
-  private freeSlots(): number {
-    return this.slots.free;
+  /** Runs a transaction that may claim the steps it creates (see runWithCreateClaims). */
+  private withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
+    return runWithCreateClaims(this.claimOnCreate(maxSlots), fn, (claimed) => this.tasks.startClaimed(claimed));
   }
 
-  /**
-   * Runs a transaction that may claim the steps it creates, with the slots it may fill promised
-   * to it until it is done, and starts what it claimed before giving the rest back: two
-   * transactions (or a transaction and a claim) never count the same free slot.
-   */
-  private async withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
-    const claim = this.claimOnCreate(maxSlots);
-    try {
-      const r = await fn(claim?.handle);
-      this.startClaimed(r.claimed);
-      r.claimed = [];
-      return r;
-    } finally {
-      // The started steps hold their slots now; what is still reserved goes back.
-      claim?.settle();
-    }
-  }
-
-  /**
-   * Admits new workflows: no more than this executor can start now (half its free slots while
-   * ready steps wait), so a burst spreads over the executors. With every slot busy, new
-   * workflows wait up to ADMIT_WAIT_MS; then a batch is admitted without claiming anything
-   * (their first steps become ready for any executor), so a full executor never keeps a new
-   * workflow `new` for long, and never runs more than it can.
-   */
+  /** Admits new workflows, as many as admissionPace says (admissionPace.ts). */
   private async admit(free: number): Promise<number> {
-    let limit: number;
-    let slots: number;
-    if (free > 0) {
-      // A whole batch: the first steps are claimed as far as the slots allow (instant tools
-      // always); the others are created ready, for this executor's next claim or another's.
-      slots = this.slots.backlog ? Math.ceil(free / 2) : free;
-      limit = this.opts.admitBatch;
-    } else {
-      this.admitBlockedSince ??= Date.now();
-      const waited = Date.now() - this.admitBlockedSince;
-      if (waited < ADMIT_WAIT_MS) {
-        this.wakeIn(ADMIT_WAIT_MS - waited);
-        return 0;
-      }
-      slots = 0;
-      limit = this.opts.admitBatch;
+    if (free === 0) this.admitBlockedSince ??= Date.now();
+    const blockedForMs = free > 0 ? 0 : Date.now() - this.admitBlockedSince!;
+    const pace = admissionPace({ free, backlog: this.slots.backlog, admitBatch: this.opts.admitBatch, blockedForMs });
+    if (!pace.admit) {
+      this.wakeIn(pace.retryInMs);
+      return 0;
     }
+    const { limit, claimSlots: slots } = pace;
     this.admitBlockedSince = undefined;
     this.admitPending = false;
     const r = await this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), slots);
@@ -369,7 +298,7 @@ export class Executor {
   /** Handles redrive requests (failed workflows set back to running); what they create is claimed like a transition's. */
   private async redrive(): Promise<void> {
     this.redrivePending = false;
-    const r = await this.withCreateClaims((claim) => redriveRequested(this.tx, this.opts.admitBatch, claim), this.freeSlots());
+    const r = await this.withCreateClaims((claim) => redriveRequested(this.tx, this.opts.admitBatch, claim), this.slots.free);
     if (r.handled >= this.opts.admitBatch) this.redrivePending = true;
     this.handleTx(r);
   }
@@ -379,24 +308,13 @@ export class Executor {
     this.toollessPending = false;
     const claim = await claimSteps(this.claimDeps(), TOOLLESS_BATCH, { toollessOnly: true });
     if (claim.moreReady) this.toollessPending = true;
-    for (const id of claim.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
-    for (const row of claim.rows) this.startTask(row);
+    for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
+    for (const row of claim.rows) this.tasks.start(row);
     return claim.rows.length;
   }
 
   private claimDeps(): ClaimDeps {
-    return {
-      pool: this.pool,
-      cache: this.cache,
-      executorId: this.opts.executorId,
-      schema: this.opts.schema,
-      leaseGraceMs: this.opts.leaseGraceMs,
-      emitEvents: this.opts.emitEvents,
-      log: this.deps.log,
-      fairness: this.fairness,
-      metrics: this.metrics,
-      ...(this.deps.limits ? { limits: this.deps.limits } : {}),
-    };
+    return claimDepsOf(this.core, this.fairness);
   }
 
   private async claimAndRun(free: number): Promise<number> {
@@ -406,77 +324,19 @@ export class Executor {
     const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
-    for (const id of claim.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
-    for (const row of claim.rows) this.startTask(row);
+    for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
+    for (const row of claim.rows) this.tasks.start(row);
     return claim.rows.length;
   }
 
-  private startTask(row: ClaimedStep): void {
-    // Gates, timers and instant tools (core.echo, core.noop) take no tool slot.
-    const holdsSlot = row.tool !== null && !this.deps.tools.isInstant(row.tool);
-    this.running.start(row.id, row.workflow_id, holdsSlot, (task) => this.measuredTask(row, task));
-  }
-
-  /** Runs the step's task inside its metrics and its trace span. */
-  private async measuredTask(row: ClaimedStep, task: RunningTask): Promise<void> {
-    const started = performance.now();
-    this.metrics.stepStarted(row.tool, row.attempt);
-    const span = this.tracing.startStep({ workflowId: row.workflow_id, stepId: row.id, stepName: row.name, attempt: row.attempt, tool: row.tool });
-    let outcome: Outcome | undefined;
-    try {
-      outcome = await this.runTask(row, task, span);
-    } finally {
-      this.metrics.stepEnded(row.tool, (performance.now() - started) / 1000, outcome && stepResultLabel(outcome));
-      span.end(outcome);
-    }
-  }
-
-  /** Runs a claimed step and queues its outcome; returns it (undefined: no outcome from here). */
-  private async runTask(row: ClaimedStep, task: RunningTask, trace: StepTrace): Promise<Outcome | undefined> {
-    const log = this.deps.log;
-    const started = Date.now();
-    const wf = (await this.cache.load(this.pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
-    // A readied gate whose approvers or schema refuse the readying waits again: no outcome.
-    const gate = wf?.flow.steps.get(row.name);
-    if (gate?.kind === 'gate' && (await refuseReadyingIfNotAllowed(this.tx, row, gate))) return undefined;
-    const runDeps = this.tracing.enabled ? { ...this.runDeps, trace } : this.runDeps;
-    const outcome = await runClaimedStep(runDeps, row, wf?.flow.steps.get(row.name), this.cache.compiler.caps, task.controller.signal);
-    // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
-    if (task.released || outcome === undefined) return undefined;
-    const ms = Date.now() - started;
-    if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
-    else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
-    // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
-    // with claiming and running the next steps. stop() waits for the queue to drain.
-    void this.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
-    return outcome;
-  }
-
-  /**
-   * Lets a transaction claim the steps it creates (none while stopping): up to the free slots,
-   * half of them while ready steps wait (so they are not starved by the chains this executor
-   * already runs), and never a step a configured limit applies to — those are claimed by the
-   * claim, which counts every executor's running steps.
-   */
+  /** Lets a transaction claim the steps it creates (none while stopping; see createClaimsOf). */
   private claimOnCreate(maxSlots = Infinity): CreateClaims | undefined {
-    if (this.stopping) return undefined;
-    const limits = this.deps.limits;
-    return createClaims(this.slots, {
-      executorId: this.opts.executorId,
-      maxSlots,
-      // Steps a configured limit applies to are claimed by the claim, which counts every executor's.
-      limited: (tool, user) => limits !== undefined && !limits.unlimited && limits.applies(tool, user),
-      instant: (tool) => this.deps.tools.isInstant(tool),
-    });
-  }
-
-  private startClaimed(claimed: CreatedClaim[]): void {
-    for (const c of claimed) this.startTask(claimedRow(c, this.opts.executorId));
+    return this.stopping ? undefined : createClaimsOf(this.core, this.slots, maxSlots);
   }
 
   private handleTx(r: TxResult): void {
-    for (const id of r.cancelledRunning) this.abortTask(id, new StepError('cancelled', 'step was cancelled'));
-    this.startClaimed(r.claimed);
+    for (const id of r.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
+    this.tasks.startClaimed(r.claimed);
     if (r.createdWork) this.wake();
     else this.slotFreed();
     if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
@@ -502,28 +362,16 @@ export class Executor {
       const report = await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
       this.metrics.rescued('executor_dead', report.orphaned);
       this.metrics.rescued('lease_expired', report.lost);
-      await this.abortStepsNoLongerOurs();
+      await abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running);
     } catch (err) {
       if (!this.outage.failed(err, 'watchdog')) this.deps.log.error({ err }, 'watchdog sweep failed');
     }
   }
 
-  /** Aborts the tools of steps no longer running here: cancelled, or rescued from us as presumed dead. */
-  private async abortStepsNoLongerOurs(): Promise<void> {
-    const gone = await findStepsNoLongerRunning(this.pool, this.opts.executorId, this.running.ids());
-    for (const id of gone) this.abortTask(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
-  }
-
   /** After an outage: hand back the steps a claim took whose answer never arrived (see recovery.ts). */
   private async reconcileAfterOutage(): Promise<void> {
-    await this.outcomes.exclusive(async () => {
-      const deps = { pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
-      const ours = () => {
-        const waiting = this.outcomes.stepIds();
-        return (id: string) => this.running.has(id) || waiting.has(id);
-      };
-      if ((await handBackStrays({ ...deps, ours })) > 0) this.moreReady = true;
-    });
+    const deps = { pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
+    if ((await handBackStraysAfterOutage(deps, this.running, this.outcomes)) > 0) this.moreReady = true;
   }
 
   /**
@@ -539,32 +387,9 @@ export class Executor {
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
     await this.watchdogRun;
-    let leftRunning = false;
-    const grace = options.graceMs ?? this.opts.shutdownGraceMs;
-    if (this.running.size > 0) {
-      this.deps.log.info({ running: this.running.size, graceMs: grace }, 'waiting for running steps');
-      await this.running.doneWithin(grace);
-    }
-    if (this.running.size > 0) {
-      const ids = this.running.releaseAll(new StepError('shutdown', 'executor is shutting down', { retryable: true }));
-      const released = await handBackRunning({ pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log }, ids);
-      if (released < ids.length) leftRunning = true;
-      await this.running.allDone();
-    }
-    // Outcomes wait for the database as long as the grace period allows; then the leader
-    // rescues their steps (the row of this executor stays, so it goes stale and counts as dead).
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.outcomes.idle(), new Promise((r) => (timer = setTimeout(r, Math.max(grace, 1_000))))]);
-    clearTimeout(timer);
-    if (this.outcomes.unrecorded > 0) {
-      leftRunning = true;
-      this.outcomes.abandon();
-    }
-    await this.outcomes.idle();
-    if (leftRunning) await this.heartbeat.pause();
-    else await this.heartbeat.stop();
-    await this.listener.close();
-    await this.pool.end();
+    const { pool, running, outcomes, heartbeat, listener } = this;
+    const parts = { pool, running, outcomes, heartbeat, listener, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
+    await drainAndClose(parts, options.graceMs ?? this.opts.shutdownGraceMs);
     this.deps.log.info({ executorId: this.opts.executorId }, 'executor stopped');
   }
 }

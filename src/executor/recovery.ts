@@ -4,9 +4,12 @@
  * answer (`handBackStrays`), and at a forced stop (`handBackRunning`).
  */
 import type pg from 'pg';
-import { findRunningStepsOfExecutor, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
+import { findRunningStepsOfExecutor, findStepsNoLongerRunning, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
+import { StepError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
+import type { OutcomeQueue } from './outcomeQueue.js';
+import type { RunningTasks } from './runningTasks.js';
 import { finishStep, type TxDeps, type TxResult } from './transactions.js';
 
 /** Steps left running by an earlier run of this executor (a crash) fail as `lost` and are retried at once. */
@@ -64,4 +67,24 @@ export async function handBackRunning(deps: Omit<StrayDeps, 'ours'>, ids: string
   deps.log.info({ released }, 'handed running steps back as ready');
   if (released > 0) await notifyStepsReady(deps.pool, deps.schema).catch(() => {});
   return released;
+}
+
+/**
+ * After an outage: hands back the steps a claim took whose answer never arrived, while no batch
+ * of outcomes is being recorded (what is ours: running here, or its outcome waiting). Returns how many.
+ */
+export function handBackStraysAfterOutage(deps: Omit<StrayDeps, 'ours'>, running: RunningTasks, outcomes: OutcomeQueue): Promise<number> {
+  return outcomes.exclusive(() => {
+    const ours = () => {
+      const waiting = outcomes.stepIds();
+      return (id: string) => running.has(id) || waiting.has(id);
+    };
+    return handBackStrays({ ...deps, ours });
+  });
+}
+
+/** Aborts the tools of steps no longer running here: cancelled, or rescued from us as presumed dead. */
+export async function abortStepsNoLongerOurs(pool: pg.Pool, executorId: string, running: RunningTasks): Promise<void> {
+  const gone = await findStepsNoLongerRunning(pool, executorId, running.ids());
+  for (const id of gone) running.abort(id, new StepError('cancelled', 'step is no longer running here (cancelled or rescued)'));
 }

@@ -11,6 +11,8 @@ export interface RunningTask {
   controller: AbortController;
   /** Set when a forced shutdown handed the step back: its outcome must not be written. */
   released: boolean;
+  /** A prefetched step waiting for a tool slot: its tool has not started. */
+  waiting: boolean;
   done: Promise<void>;
 }
 
@@ -32,8 +34,8 @@ export class RunningTasks {
   }
 
   /**
-   * Runs `run` as the task of `stepId`. Tool calls hold a slot; readied gates and due timers
-   * complete at once and don't.
+   * Runs `run` as the task of `stepId`. Tool calls hold a slot (waiting for one when the step was
+   * prefetched); readied gates, due timers and instant tools complete at once and don't.
    */
   start(stepId: string, workflowId: string, holdsSlot: boolean, run: (task: RunningTask) => Promise<void>): void {
     if (this.tasks.has(stepId)) {
@@ -41,14 +43,47 @@ export class RunningTasks {
       this.deps.log.warn({ stepId, workflowId }, 'step is already running here; not starting it twice');
       return;
     }
-    const task: RunningTask = { workflowId, controller: new AbortController(), released: false, done: Promise.resolve() };
+    const task: RunningTask = { workflowId, controller: new AbortController(), released: false, waiting: false, done: Promise.resolve() };
     this.tasks.set(stepId, task);
-    if (holdsSlot) this.deps.slots.hold();
-    task.done = run(task).finally(() => {
-      if (holdsSlot) this.deps.slots.release();
+    const slots = this.deps.slots;
+    const wait = holdsSlot ? slots.holdOrWait() : undefined;
+    let holding = holdsSlot && !wait;
+    const started = wait ? this.afterSlot(task, wait, () => ((holding = true), run(task))) : run(task);
+    task.done = started.finally(() => {
+      if (holding) slots.release();
       this.tasks.delete(stepId);
       this.deps.onEnded();
     });
+  }
+
+  /**
+   * A prefetched step waits for its slot; aborted meanwhile (cancelled, handed back), it ends at
+   * once without running, and the slot it is handed later goes on to the next one waiting.
+   */
+  private afterSlot(task: RunningTask, wait: Promise<void>, run: () => Promise<void>): Promise<void> {
+    task.waiting = true;
+    const signal = task.controller.signal;
+    return new Promise<void>((resolve) => {
+      const onAbort = () => resolve();
+      signal.addEventListener('abort', onAbort, { once: true });
+      void wait.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        task.waiting = false;
+        if (signal.aborted) {
+          this.deps.slots.release();
+          return resolve();
+        }
+        run().then(resolve, resolve);
+      });
+    });
+  }
+
+  /** Hands back the prefetched steps still waiting for a slot (stopping): returns their step ids. */
+  releaseWaiting(reason: Error): string[] {
+    const ids = [...this.tasks].filter(([, t]) => t.waiting).map(([id]) => id);
+    for (const id of ids) this.tasks.get(id)!.released = true;
+    for (const id of ids) this.abort(id, reason);
+    return ids;
   }
 
   abort(stepId: string, reason: Error): void {

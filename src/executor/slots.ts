@@ -1,13 +1,19 @@
-import type { ClaimOnCreate } from './txWriter.js';
+import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
 
 /**
  * One executor's tool slots: `--concurrency` less the slots held by running tool calls and those
  * promised to a claim or transaction in flight, so two of them never count the same free slot.
- * Readied gates and due timers take none (they complete at once).
+ * Readied gates, due timers and instant tools take none (they complete at once).
+ *
+ * Prefetch: a claim may take a few steps more than the free slots (`prefetch`); they wait here, in
+ * claim order, and each takes the next slot that frees, without waiting for another claim. Tool
+ * calls in flight never exceed the concurrency.
  */
 export class Slots {
   private held = 0;
   private reserved = 0;
+  /** Claimed steps waiting for a slot (prefetched), oldest first. */
+  private readonly waiters: (() => void)[] = [];
   /** Whether the last claim left ready steps behind: transactions then claim only half the free slots on creation. */
   backlog = false;
 
@@ -17,11 +23,36 @@ export class Slots {
     private readonly queuedOutcomes: () => number,
     /** Default: the concurrency (an admission batch of instant steps may queue more; see executor.ts). */
     private readonly maxQueued = concurrency,
+    /** Claimed steps that may wait for a slot beyond the concurrency (0: none). */
+    private readonly prefetch = 0,
   ) {}
 
   get free(): number {
     if (this.queuedOutcomes() > this.maxQueued) return 0;
-    return Math.max(0, this.concurrency - this.held - this.reserved);
+    return Math.max(0, this.concurrency - this.held - this.reserved - this.waiters.length);
+  }
+
+  /** How many ready steps a claim may take now: the free slots and the room left in the prefetch. */
+  get claimable(): number {
+    if (this.queuedOutcomes() > this.maxQueued) return 0;
+    return Math.max(0, this.concurrency + this.prefetch - this.held - this.reserved - this.waiters.length);
+  }
+
+  /** Claimed steps waiting for a slot. */
+  get waiting(): number {
+    return this.waiters.length;
+  }
+
+  /**
+   * Takes a slot for a tool call: at once (undefined) when one is free, else a promise that
+   * settles when a slot that frees is handed to it (first come, first served).
+   */
+  holdOrWait(): Promise<void> | undefined {
+    if (this.held < this.concurrency && this.waiters.length === 0) {
+      this.held++;
+      return undefined;
+    }
+    return new Promise((resolve) => this.waiters.push(resolve));
   }
 
   /** Slots a transaction may fill with the steps it creates (half of the free ones while ready steps wait). */
@@ -52,8 +83,11 @@ export class Slots {
     this.held++;
   }
 
+  /** A tool call ended: its slot goes to the oldest waiting step, else it is free. */
   release(): void {
-    this.held--;
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.held--;
   }
 }
 
@@ -96,4 +130,25 @@ export function createClaims(
       taken = 0;
     },
   };
+}
+
+/**
+ * Runs a transaction that may claim the steps it creates, with the slots it may fill promised to
+ * it until it is done, and starts what it claimed before giving the rest back: two transactions
+ * (or a transaction and a claim) never count the same free slot.
+ */
+export async function runWithCreateClaims<T extends { claimed: CreatedClaim[] }>(
+  claims: CreateClaims | undefined,
+  fn: (claim: ClaimOnCreate | undefined) => Promise<T>,
+  start: (claimed: CreatedClaim[]) => void,
+): Promise<T> {
+  try {
+    const r = await fn(claims?.handle);
+    start(r.claimed);
+    r.claimed = [];
+    return r;
+  } finally {
+    // The started steps hold their slots now; what is still reserved goes back.
+    claims?.settle();
+  }
 }

@@ -73,3 +73,34 @@ describe('claiming the steps a transaction creates', () => {
     expect(claims.handle.acquire('core.echo', 'u')).toBeTypeOf('function');
   });
 });
+
+describe('prefetched steps', () => {
+  it('lets a claim take the free slots and the prefetch room, never more', () => {
+    const slots = new Slots(2, () => 0, 2, 1);
+    expect(slots.claimable).toBe(3);
+    expect(slots.holdOrWait()).toBeUndefined();
+    expect(slots.holdOrWait()).toBeUndefined();
+    expect(slots.free).toBe(0);
+    expect(slots.claimable).toBe(1);
+    const waiting = slots.holdOrWait();
+    expect(waiting).toBeInstanceOf(Promise);
+    expect(slots.claimable).toBe(0);
+  });
+
+  it('hands a slot that frees to the oldest waiting step, so calls in flight never exceed the concurrency', async () => {
+    const slots = new Slots(1, () => 0, 1, 2);
+    expect(slots.holdOrWait()).toBeUndefined();
+    const order: string[] = [];
+    void slots.holdOrWait()!.then(() => order.push('first'));
+    void slots.holdOrWait()!.then(() => order.push('second'));
+    slots.release();
+    await Promise.resolve();
+    expect(order).toEqual(['first']);
+    expect(slots.free).toBe(0);
+    slots.release();
+    await Promise.resolve();
+    expect(order).toEqual(['first', 'second']);
+    slots.release();
+    expect(slots.free).toBe(1);
+  });
+});

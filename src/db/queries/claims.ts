@@ -152,6 +152,17 @@ export async function extendLeasesIfRunning(
   });
 }
 
+/** A step's lease, renewed from now: only while it is still running under this executor. */
+export async function renewLeaseIfRunning(db: Queryable, v: { executorId: string; id: string; leaseMs: number }): Promise<boolean> {
+  const { rowCount } = await db.query({
+    name: 'stepd_renew_lease_if_running',
+    text: `UPDATE workflow_steps SET updated_at = now(), lease_until = now() + $3 * interval '1 millisecond'
+            WHERE id = $2 AND status = 'running' AND executor_id = $1`,
+    values: [v.executorId, v.id, v.leaseMs],
+  });
+  return (rowCount ?? 0) > 0;
+}
+
 export interface FinishedStep {
   id: string;
   workflow_id: string;

@@ -1,0 +1,104 @@
+/**
+ * What the executor is given (ExecutorDeps) and the dependency bundles it hands its units: the
+ * transactions' (TxDeps), a claim's (ClaimDeps), running a step's (RunStepDeps), and the licence
+ * a transaction gets to claim the steps it creates (createClaims). Assembly only, no behaviour.
+ */
+import type pg from 'pg';
+import type { CapsConfig, ClientsConfig } from '../configFile.js';
+import type { Logger } from '../logger.js';
+import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
+import type { StepTracing } from '../telemetry/stepTracing.js';
+import type { LimitPolicy } from '../tools/limits.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { ClaimDeps, FairClaimState } from './claimSteps.js';
+import type { ExecutorOptions } from './options.js';
+import type { RunStepDeps, StepPolicy } from './runStep.js';
+import { createClaims, type CreateClaims, type Slots } from './slots.js';
+import { stepProgressSink } from './stepProgress.js';
+import { runClaimedSubWorkflowStep } from './subWorkflows.js';
+import type { TxDeps } from './transactions.js';
+import type { WorkflowCache } from './workflowCache.js';
+
+export interface ExecutorDeps {
+  log: Logger;
+  tools: ToolRegistry;
+  permissions?: StepPolicy;
+  /** Per-tool-pattern and per-user maximums of running steps. */
+  limits?: LimitPolicy;
+  /** Which users each database role may start workflows as (config `clients`). */
+  clients?: ClientsConfig;
+  /** The operator's caps (config `caps`); defaults in src/flow/caps.ts. */
+  caps?: CapsConfig;
+  random?: () => number;
+  /** Where claims, outcome transactions and steps are counted (default: nowhere). */
+  metrics?: ExecutorMetrics;
+  /** Spans of steps, tool calls and ended workflows (default: none). */
+  tracing?: StepTracing;
+}
+
+/** The parts every bundle is made of. */
+export interface ExecutorCore {
+  opts: ExecutorOptions;
+  deps: ExecutorDeps;
+  pool: pg.Pool;
+  cache: WorkflowCache;
+  metrics: ExecutorMetrics;
+  tracing: StepTracing;
+}
+
+export function txDepsOf(c: ExecutorCore): TxDeps {
+  return {
+    pool: c.pool,
+    cache: c.cache,
+    executorId: c.opts.executorId,
+    schema: c.opts.schema,
+    log: c.deps.log,
+    random: c.deps.random ?? Math.random,
+    emitEvents: c.opts.emitEvents,
+    leaseGraceMs: c.opts.leaseGraceMs,
+    clients: c.deps.clients,
+    onWorkflowsEnded: c.tracing.enabled ? (ids) => c.tracing.workflowsEnded(c.pool, ids) : undefined,
+  };
+}
+
+export function runStepDepsOf(c: ExecutorCore): RunStepDeps {
+  const { pool, opts, deps } = c;
+  const progressDeps = { pool, executorId: opts.executorId, schema: opts.schema, emitEvents: opts.emitEvents, log: deps.log };
+  const subDeps = { pool, executorId: opts.executorId, schema: opts.schema, log: deps.log, caps: c.cache.compiler.caps };
+  return {
+    ...deps,
+    progress: (row) => stepProgressSink(progressDeps, row),
+    subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
+  };
+}
+
+export function claimDepsOf(c: ExecutorCore, fairness: FairClaimState): ClaimDeps {
+  return {
+    pool: c.pool,
+    cache: c.cache,
+    executorId: c.opts.executorId,
+    schema: c.opts.schema,
+    leaseGraceMs: c.opts.leaseGraceMs,
+    emitEvents: c.opts.emitEvents,
+    log: c.deps.log,
+    fairness,
+    metrics: c.metrics,
+    ...(c.deps.limits ? { limits: c.deps.limits } : {}),
+  };
+}
+
+/**
+ * Lets a transaction claim the steps it creates: up to the free slots (half of them while ready
+ * steps wait, so they are not starved by the chains this executor already runs), instant tools
+ * whatever the slots, and never a step a configured limit applies to — those are claimed by the
+ * claim, which counts every executor's running steps.
+ */
+export function createClaimsOf(c: ExecutorCore, slots: Slots, maxSlots: number): CreateClaims {
+  const limits = c.deps.limits;
+  return createClaims(slots, {
+    executorId: c.opts.executorId,
+    maxSlots,
+    limited: (tool, user) => limits !== undefined && !limits.unlimited && limits.applies(tool, user),
+    instant: (tool) => c.deps.tools.isInstant(tool),
+  });
+}
