@@ -239,6 +239,8 @@ export class Scheduler {
   }
 
   private sleep(ms: number): Promise<void> {
+    // stop() may have come while this loop was busy: its cancel missed this sleep.
+    if (this.stopping) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {
