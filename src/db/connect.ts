@@ -40,7 +40,8 @@ export interface PoolOptions {
 
 function connectionOptions(opts: PoolOptions): string {
   const options = [`-c search_path=${opts.schema},public`];
-  if (opts.role === 'executor') options.push('-c stepd.executor=on');
+  // The executor's claim statements announce step.started themselves (sql/0016).
+  if (opts.role === 'executor') options.push('-c stepd.executor=on', '-c stepd.started_events=statement');
   if (opts.events === false) options.push('-c stepd.events=off');
   return options.join(' ');
 }

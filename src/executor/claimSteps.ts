@@ -31,6 +31,7 @@ import {
   lockWorkflows,
   notifyEvents,
   peekReadySteps,
+  type ClaimBy,
   type ClaimCandidate,
   type ClaimedStep,
   type Queryable,
@@ -78,6 +79,11 @@ export interface Claim {
   cancelledRunning: string[];
 }
 
+/** Who claims, for how long, and whether the claim statement announces step.started (events on). */
+function claimBy(deps: ClaimDeps, leaseMs: number): ClaimBy {
+  return { executorId: deps.executorId, leaseMs, startedSchema: deps.emitEvents ? deps.schema : null };
+}
+
 /** A claim failed on one row: retry it row by row (SQLSTATE classes a single row's data can cause). */
 export function isRowSpecificPgError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
@@ -110,7 +116,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const cancelledRunning: string[] = [];
   try {
     if (toollessOnly) {
-      rows = await claimReadyToollessSteps(deps.pool, { executorId: deps.executorId, limit: free, leaseMs });
+      rows = await claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free });
       moreReady = rows.length >= free;
     } else {
       ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
@@ -138,7 +144,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
 /** The unlimited path: the hot statement, or the fair one after a batch one workflow dominated. */
 async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promise<{ rows: ClaimedStep[]; moreReady: boolean }> {
   const fair = deps.fairness;
-  const base = { executorId: deps.executorId, leaseMs };
+  const base = claimBy(deps, leaseMs);
   if (!fair.next) {
     const rows = await claimReadySteps(deps.pool, { ...base, limit: free });
     const full = rows.length >= free;
@@ -209,7 +215,7 @@ async function claimWithinLimits(
       moreReady = chosen.length >= free;
     }
     if (!isolate) {
-      const rows = await claimLockedSteps(client, { executorId: deps.executorId, ids: chosen.map((c) => c.id), leaseMs });
+      const rows = await claimLockedSteps(client, { ...claimBy(deps, leaseMs), ids: chosen.map((c) => c.id) });
       return { rows, moreReady, poisoned: [], tried: chosen.length };
     }
     const rows: ClaimedStep[] = [];
@@ -217,7 +223,7 @@ async function claimWithinLimits(
     for (const c of chosen) {
       await client.query('SAVEPOINT stepd_claim_one');
       try {
-        rows.push(...(await claimLockedSteps(client, { executorId: deps.executorId, ids: [c.id], leaseMs })));
+        rows.push(...(await claimLockedSteps(client, { ...claimBy(deps, leaseMs), ids: [c.id] })));
         await client.query('RELEASE SAVEPOINT stepd_claim_one');
       } catch (err) {
         if (!isRowSpecificPgError(err)) throw err;

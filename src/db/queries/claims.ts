@@ -11,15 +11,39 @@ import type { LockedWorkflow } from './workflows.js';
 const CLAIM_UPDATE = `UPDATE workflow_steps
                 SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
                     lease_until = now() + $3 * interval '1 millisecond'`;
-const CLAIM_RETURNING = `RETURNING *)
-           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id`;
+
+/**
+ * The end of every claim statement: the claimed rows with their workflow's user, and a
+ * step.started event for each, NOTIFYed by the statement itself in id order when `$schema` is
+ * not null (events on; the executor's sessions silence the per-row trigger, sql/0016). The
+ * payload's step name is cut to 200 characters, so no row can make it exceed NOTIFY's limit.
+ */
+function claimReturning(schemaParam: string): string {
+  return `RETURNING *),
+           started AS (
+             SELECT count(*) AS n FROM (
+               SELECT pg_notify('stepd_events', jsonb_strip_nulls(jsonb_build_object(
+                        'type', 'step.started', 'schema', ${schemaParam}::text, 'workflowId', c.workflow_id::text,
+                        'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
+                        'itemIndex', c.item_index, 'at', c.started_at))::text)
+                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL ORDER BY c.id) x)
+           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id
+            WHERE (SELECT n FROM started) >= 0`;
+}
+
+/** Who claims, for how long, and the schema step.started events name (null: events off). */
+export interface ClaimBy {
+  executorId: string;
+  leaseMs: number;
+  startedSchema?: string | null;
+}
 
 export type ClaimedStep = StepRow & { created_by: string | null };
 
 /** The hot path: claims up to `limit` ready steps in one statement, setting owner and lease. */
 export async function claimReadySteps(
   db: Queryable,
-  opts: { executorId: string; limit: number; leaseMs: number },
+  opts: ClaimBy & { limit: number },
 ): Promise<ClaimedStep[]> {
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_ready_steps',
@@ -28,8 +52,8 @@ export async function claimReadySteps(
               WHERE id IN (SELECT id FROM workflow_steps
                             WHERE status = 'ready' AND ready_at <= now()
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-          ${CLAIM_RETURNING}`,
-    values: [opts.executorId, opts.limit, opts.leaseMs],
+          ${claimReturning('$4')}`,
+    values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
   });
   return rows;
 }
@@ -43,7 +67,7 @@ export async function claimReadySteps(
  */
 export async function claimReadyStepsFairly(
   db: Queryable,
-  opts: { executorId: string; limit: number; leaseMs: number; after: string; workflows: number },
+  opts: ClaimBy & { limit: number; after: string; workflows: number },
 ): Promise<{ rows: ClaimedStep[]; lastVisited: string | null; visited: number }> {
   const { rows } = await db.query<ClaimedStep & { last_visited: string | null; visited: number }>({
     name: 'stepd_claim_ready_steps_fairly',
@@ -66,11 +90,19 @@ export async function claimReadyStepsFairly(
            claimed AS (
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM picked)
-             RETURNING *)
+             RETURNING *),
+           started AS (
+             SELECT count(*) AS n FROM (
+               SELECT pg_notify('stepd_events', jsonb_strip_nulls(jsonb_build_object(
+                        'type', 'step.started', 'schema', $6::text, 'workflowId', c.workflow_id::text,
+                        'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
+                        'itemIndex', c.item_index, 'at', c.started_at))::text)
+                 FROM claimed c WHERE $6::text IS NOT NULL ORDER BY c.id) x)
            SELECT c.*, w.created_by, v.last_visited, v.visited
              FROM (SELECT max(id)::text AS last_visited, count(*)::int AS visited FROM visited) v
-             LEFT JOIN (claimed c JOIN workflows w ON w.id = c.workflow_id) ON true`,
-    values: [opts.executorId, opts.limit, opts.leaseMs, opts.after, opts.workflows],
+             LEFT JOIN (claimed c JOIN workflows w ON w.id = c.workflow_id) ON true
+            WHERE (SELECT n FROM started) >= 0`,
+    values: [opts.executorId, opts.limit, opts.leaseMs, opts.after, opts.workflows, opts.startedSchema ?? null],
   });
   const first = rows[0];
   const claimed = rows.filter((r) => r.id !== null).map(({ last_visited: _l, visited: _v, ...row }) => row as ClaimedStep);
@@ -80,7 +112,7 @@ export async function claimReadyStepsFairly(
 /** Claims ready steps without a tool (readied gates, due timers): they take no tool slot. */
 export async function claimReadyToollessSteps(
   db: Queryable,
-  opts: { executorId: string; limit: number; leaseMs: number },
+  opts: ClaimBy & { limit: number },
 ): Promise<ClaimedStep[]> {
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_ready_toolless_steps',
@@ -89,8 +121,8 @@ export async function claimReadyToollessSteps(
               WHERE id IN (SELECT id FROM workflow_steps
                             WHERE status = 'ready' AND tool IS NULL AND ready_at <= now()
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-          ${CLAIM_RETURNING}`,
-    values: [opts.executorId, opts.limit, opts.leaseMs],
+          ${claimReturning('$4')}`,
+    values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
   });
   return rows;
 }
@@ -343,7 +375,7 @@ export async function lockClaimCandidatesFairly(
 /** Claims steps this transaction has locked as candidates. */
 export async function claimLockedSteps(
   db: Queryable,
-  opts: { executorId: string; ids: string[]; leaseMs: number },
+  opts: ClaimBy & { ids: string[] },
 ): Promise<ClaimedStep[]> {
   if (opts.ids.length === 0) return [];
   const { rows } = await db.query<ClaimedStep>({
@@ -351,8 +383,8 @@ export async function claimLockedSteps(
     text: `WITH claimed AS (
              ${CLAIM_UPDATE}
               WHERE id = ANY($2::bigint[]) AND status = 'ready'
-          ${CLAIM_RETURNING}`,
-    values: [opts.executorId, opts.ids, opts.leaseMs],
+          ${claimReturning('$4')}`,
+    values: [opts.executorId, opts.ids, opts.leaseMs, opts.startedSchema ?? null],
   });
   return rows;
 }
