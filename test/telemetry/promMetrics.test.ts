@@ -35,12 +35,13 @@ describe('PromMetrics', () => {
     );
     await executor.start();
     onCleanup(() => executor.stop({ graceMs: 0 }));
-    // One slot, held by a long step: the first steps of the next workflows wait ready.
+    // One slot, held by a long step: the first steps of the next workflows (slot-bound tools, not
+    // instant ones like core.echo) wait ready.
     await insertWorkflow(t, { start: 's', steps: { s: { tool: 'core.sleep', args: { ms: 60_000 } } } });
     await waitFor(() => executor.runningCount === 1, 'the long step to run');
-    for (let i = 0; i < 3; i++) await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.echo' } } });
+    for (let i = 0; i < 3; i++) await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.sleep', args: { ms: 1 } } } });
     await waitFor(async () => (await t.q(`SELECT 1 FROM ${t.schema}.workflow_steps WHERE status = 'ready'`)).length === 3, 'three ready steps');
-    await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.echo' } } });
+    await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.sleep', args: { ms: 1 } } } });
 
     const m = await values(metrics);
     expect(m.get('stepd_metrics_database_up')).toBe(1);
