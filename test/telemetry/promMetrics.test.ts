@@ -39,7 +39,8 @@ describe('PromMetrics', () => {
     // instant ones like core.echo) wait ready.
     await insertWorkflow(t, { start: 's', steps: { s: { tool: 'core.sleep', args: { ms: 60_000 } } } });
     await waitFor(() => executor.runningCount === 1, 'the long step to run');
-    for (let i = 0; i < 3; i++) await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.sleep', args: { ms: 1 } } } });
+    // Four: a claim prefetches one beyond the free slots (it waits, claimed, in the executor).
+    for (let i = 0; i < 4; i++) await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.sleep', args: { ms: 1 } } } });
     await waitFor(async () => (await t.q(`SELECT 1 FROM ${t.schema}.workflow_steps WHERE status = 'ready'`)).length === 3, 'three ready steps');
     await insertWorkflow(t, { start: 'e', steps: { e: { tool: 'core.sleep', args: { ms: 1 } } } });
 
@@ -48,7 +49,7 @@ describe('PromMetrics', () => {
     expect(m.get('stepd_ready_steps')).toBeGreaterThanOrEqual(3);
     expect(m.get('stepd_oldest_ready_step_age_seconds')).toBeGreaterThan(0);
     expect(m.get('stepd_steps_in_flight')).toBe(1);
-    expect(m.get('stepd_workflows{status="running"}')! + m.get('stepd_workflows{status="new"}')!).toBe(5);
+    expect(m.get('stepd_workflows{status="running"}')! + m.get('stepd_workflows{status="new"}')!).toBe(6);
     expect(m.get('stepd_workflows{status="completed"}')).toBe(0);
 
     const capped = await values(metricsOn(t, { caps: { live: 2, finished: 2 } }));
