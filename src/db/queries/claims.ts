@@ -195,6 +195,9 @@ export async function renewLeaseIfRunning(db: Queryable, v: { executorId: string
   return (rowCount ?? 0) > 0;
 }
 
+/** What a batch needs of each workflow row it locked. */
+export type LockedWorkflowState = Pick<LockedWorkflow, 'id' | 'status' | 'step_count'>;
+
 export interface FinishedStep {
   id: string;
   workflow_id: string;
@@ -393,7 +396,8 @@ export async function claimLockedSteps(
  * The start of a batch of outcomes, in one statement: lock the workflow rows (in id order), then
  * finish the given steps this executor is running, of those workflows that are still running.
  * With `skipLocked`, workflows another transaction holds are left out (not returned, their steps
- * not finished) instead of waited for. The locked ids are a filter (an array), not a join: a
+ * not finished) instead of waited for. Only each workflow's id, status and step count come back
+ * (its name, input and flow are in the executor's cache: a fan-out's input can be large). The locked ids are a filter (an array), not a join: a
  * generic plan joined them to the unnest in a nested loop, quadratic in the batch size.
  */
 export async function lockWorkflowsAndFinishSteps(
@@ -402,11 +406,11 @@ export async function lockWorkflowsAndFinishSteps(
   workflowIds: string[],
   values: FinishValues[],
   opts: { skipLocked?: boolean } = {},
-): Promise<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }> {
-  const { rows } = await db.query<{ workflows: LockedWorkflow[]; finished: FinishedStep[] }>({
+): Promise<{ workflows: LockedWorkflowState[]; finished: FinishedStep[] }> {
+  const { rows } = await db.query<{ workflows: LockedWorkflowState[]; finished: FinishedStep[] }>({
     name: opts.skipLocked ? 'stepd_lock_workflows_and_finish_steps_skip_locked' : 'stepd_lock_workflows_and_finish_steps',
     text: `WITH locked AS (
-             SELECT id, name, input, status, created_by, step_count FROM workflows
+             SELECT id, status, step_count FROM workflows
               WHERE id = ANY($2::bigint[]) ORDER BY id ${opts.skipLocked ? 'FOR UPDATE SKIP LOCKED' : 'FOR UPDATE'}),
            fin AS (
              UPDATE workflow_steps s
@@ -419,8 +423,7 @@ export async function lockWorkflowsAndFinishSteps(
           RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
                     s.item_index, s.args, s.result, s.first_attempt_id::text AS first_attempt_id)
            SELECT (SELECT coalesce(json_agg(json_build_object(
-                     'id', l.id::text, 'name', l.name, 'input', l.input, 'status', l.status,
-                     'created_by', l.created_by, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
+                     'id', l.id::text, 'status', l.status, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
                   (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished`,
     values: [
       executorId,
