@@ -10,7 +10,6 @@
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import type { StatusView } from '../cli/statusView.js';
 import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
 import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
@@ -22,7 +21,6 @@ import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
-import type { FlowIssue } from '../flow/spec.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
 import {
@@ -42,6 +40,9 @@ import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+import type { ReadiedStep, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
+
+export type { ReadiedStep, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
 export { toOperationError };
 
@@ -74,63 +75,6 @@ export interface OperationsDeps {
   listTools?: () => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
 }
 
-export interface StartWorkflowInput {
-  /** The workflow's name (with no `flow`: the registered flow of that name). */
-  name: string;
-  /** The flow JSON (either form), or its text. */
-  flow?: unknown;
-  /** With no `flow`: this version of the registered flow (default: the latest). */
-  version?: number;
-  input?: unknown;
-  /** Idempotency key: an existing workflow with this key is returned instead of starting another. */
-  key?: string;
-}
-
-export interface StartedWorkflow {
-  workflowId: string;
-  name: string;
-  status: WorkflowStatus;
-  /** False when a workflow with the key existed already (nothing was started). */
-  created: boolean;
-}
-
-export interface WaitingGate {
-  stepId: string;
-  name: string;
-  /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
-  workflowId?: string;
-  /** What the gate asks: its approval.message as rendered when it started waiting, else the step's description. */
-  message?: string;
-  /** Who may approve or reject it. */
-  approvers?: string[];
-  /** The last readying the daemon refused (approvers, approval.schema): the gate waits again. */
-  refused?: unknown;
-  since: string;
-  expiresAt: string | null;
-}
-
-export interface WorkflowDetails {
-  workflow: StatusView['workflow'];
-  steps: StatusView['steps'];
-  waiting: WaitingGate[];
-}
-
-export interface ReadiedStep {
-  stepId: string;
-  workflowId: string;
-  name: string;
-  status: string;
-  result: unknown;
-  readiedBy: string | null;
-  readiedAt: string | null;
-}
-
-export interface ValidationResult {
-  valid: boolean;
-  /** Number of steps, when valid. */
-  steps?: number;
-  issues: FlowIssue[];
-}
 
 export class Operations {
   readonly #deps: OperationsDeps;

@@ -50,7 +50,7 @@ describe('stepd mcp (stdio)', () => {
     const updates: string[] = [];
     let listChanged = 0;
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
-      updates.push(n.params.uri);
+      updates.push(String(n.params.uri));
     });
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
       listChanged++;
@@ -66,7 +66,7 @@ describe('stepd mcp (stdio)', () => {
     const before = updates.length;
     await client.unsubscribeResource({ uri });
     await ok(client, 'approve_step', { stepId: gate.stepId });
-    await waitForWorkflow(t, workflowId);
+    await waitForWorkflow(t, String(workflowId));
     await waitFor(async () => (await ok(client, 'list_workflows', { status: 'completed' })).workflows, 'the list');
     expect(updates.length).toBe(before);
   });
