@@ -44,9 +44,14 @@ function stripInternal(error: ErrorData & { retryAfterMs?: number }): ErrorData 
   return rest;
 }
 
+/** Compares two ids (bigint as decimal text, no leading zeros) without parsing them. */
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
 /** By workflow id, then step id: the order rows are locked and outcomes applied in. */
 function byWorkflowThenStep(a: FinishInput, b: FinishInput): number {
-  return Number(BigInt(a.workflowId) - BigInt(b.workflowId)) || Number(BigInt(a.stepId) - BigInt(b.stepId));
+  return compareIds(a.workflowId, b.workflowId) || compareIds(a.stepId, b.stepId);
 }
 
 /** Records a batch (one outcome per step) and advances its workflows, in one transaction. */
@@ -63,7 +68,7 @@ export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], cl
     // Workflows another transaction holds: recorded alone, once it lets go, without holding this batch.
     const lockedIds = new Set(locked.map((l) => l.id));
     const deferred = alone ? [] : sorted.filter((i) => !lockedIds.has(i.workflowId)).map((i) => ({ ...i, alone: true }));
-    const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id);
+    const runningIds = locked.filter((l) => l.status === 'running').map((l) => l.id).sort(compareIds);
     if (runningIds.length === 0) return deferred.length > 0 ? { ...emptyTxResult(), deferred } : emptyTxResult();
     for (const l of locked) w.setStepCount(l.id, l.step_count);
     const infos = await deps.cache.load(client, runningIds);
@@ -71,10 +76,16 @@ export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], cl
     const budget = alone ? undefined : new OutcomeBudget(client, HEAVY_OUTCOME_STATEMENTS);
     const db: Queryable = budget ?? client;
     const advances: Advance[] = [];
+    const byWorkflow = new Map<string, FinishInput[]>();
+    for (const i of sorted) {
+      const list = byWorkflow.get(i.workflowId);
+      if (list) list.push(i);
+      else byWorkflow.set(i.workflowId, [i]);
+    }
     for (const workflowId of runningIds) {
       const info = infos.get(workflowId);
       if (!info) continue;
-      const mine = sorted.filter((i) => i.workflowId === workflowId);
+      const mine = byWorkflow.get(workflowId) ?? [];
       const advance = new Advance(db, deps, info, w);
       advances.push(advance);
       advance.recorded(mine.filter((i) => finished.has(i.stepId)).map((i) => i.stepId));
