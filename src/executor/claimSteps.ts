@@ -77,6 +77,11 @@ export interface Claim {
   moreReady: boolean;
   /** Running steps of workflows failed because one of their rows could not be claimed: abort them. */
   cancelledRunning: string[];
+  /**
+   * A fair claim (the last full batch was mostly one workflow's): its steps go ahead of steps
+   * prefetched earlier, so a new workflow's step never waits behind a big fan-out's.
+   */
+  fair: boolean;
 }
 
 /** Who claims, for how long, and whether the claim statement announces step.started (events on). */
@@ -111,6 +116,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
   const toollessOnly = opts.toollessOnly === true;
   const limited = deps.limits !== undefined && !deps.limits.unlimited && !toollessOnly;
+  const fair = deps.fairness.next && !toollessOnly;
   let rows: ClaimedStep[];
   let moreReady: boolean;
   const cancelledRunning: string[] = [];
@@ -138,7 +144,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   }
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
   deps.metrics?.claimed((performance.now() - startedAt) / 1000, rows.length);
-  return { rows, moreReady, cancelledRunning };
+  return { rows, moreReady, cancelledRunning, fair };
 }
 
 /** The unlimited path: the hot statement, or the fair one after a batch one workflow dominated. */

@@ -121,9 +121,9 @@ export class Executor {
     });
     // Instant steps take no slot, so one admission batch of them may queue admitBatch outcomes.
     // Claims prefetch a quarter of the concurrency (at most 64) beyond the free slots, so a slot
-    // that frees is refilled without waiting for a claim; not with limits, which count rows. More
-    // measured better in the io bench (93 % of ideal with as many as the concurrency) but queues a
-    // new workflow's step behind that many items of a big fan-out (fairness.test.ts).
+    // that frees is refilled without waiting for a claim (a fair claim's steps go ahead of them);
+    // not with limits, which count rows. A deeper prefetch fills the slots better (io bench) but
+    // keeps `free` at 0, so new workflows wait to be admitted (fairness.test.ts).
     const prefetch = deps.limits && !deps.limits.unlimited ? 0 : Math.min(64, Math.ceil(opts.concurrency / 4));
     this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch), prefetch);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
@@ -327,7 +327,7 @@ export class Executor {
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
-    for (const row of claim.rows) this.tasks.start(row);
+    for (const row of claim.rows) this.tasks.start(row, claim.fair);
     return claim.rows.length;
   }
 

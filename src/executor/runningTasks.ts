@@ -37,7 +37,7 @@ export class RunningTasks {
    * Runs `run` as the task of `stepId`. Tool calls hold a slot (waiting for one when the step was
    * prefetched); readied gates, due timers and instant tools complete at once and don't.
    */
-  start(stepId: string, workflowId: string, holdsSlot: boolean, run: (task: RunningTask) => Promise<void>): void {
+  start(stepId: string, workflowId: string, holdsSlot: boolean, run: (task: RunningTask) => Promise<void>, ahead = false): void {
     if (this.tasks.has(stepId)) {
       // Never two tasks (and two outcomes) for one step row.
       this.deps.log.warn({ stepId, workflowId }, 'step is already running here; not starting it twice');
@@ -46,7 +46,7 @@ export class RunningTasks {
     const task: RunningTask = { workflowId, controller: new AbortController(), released: false, waiting: false, done: Promise.resolve() };
     this.tasks.set(stepId, task);
     const slots = this.deps.slots;
-    const wait = holdsSlot ? slots.holdOrWait() : undefined;
+    const wait = holdsSlot ? slots.holdOrWait(ahead) : undefined;
     let holding = holdsSlot && !wait;
     const started = wait ? this.afterSlot(task, wait, () => ((holding = true), run(task))) : run(task);
     task.done = started.finally(() => {

@@ -12,8 +12,10 @@ import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
 export class Slots {
   private held = 0;
   private reserved = 0;
-  /** Claimed steps waiting for a slot (prefetched), oldest first. */
+  /** Claimed steps waiting for a slot (prefetched), oldest first after those that go ahead. */
   private readonly waiters: (() => void)[] = [];
+  /** How many waiters at the front went ahead of the others (steps of a fair claim). */
+  private ahead = 0;
   /** Whether the last claim left ready steps behind: transactions then claim only half the free slots on creation. */
   backlog = false;
 
@@ -45,14 +47,18 @@ export class Slots {
 
   /**
    * Takes a slot for a tool call: at once (undefined) when one is free, else a promise that
-   * settles when a slot that frees is handed to it (first come, first served).
+   * settles when a slot that frees is handed to it — first come, first served, except that steps
+   * going `ahead` (a fair claim's) are served before those already waiting, in their own order.
    */
-  holdOrWait(): Promise<void> | undefined {
+  holdOrWait(ahead = false): Promise<void> | undefined {
     if (this.held < this.concurrency && this.waiters.length === 0) {
       this.held++;
       return undefined;
     }
-    return new Promise((resolve) => this.waiters.push(resolve));
+    return new Promise((resolve) => {
+      if (ahead) this.waiters.splice(this.ahead++, 0, resolve);
+      else this.waiters.push(resolve);
+    });
   }
 
   /** Slots a transaction may fill with the steps it creates (half of the free ones while ready steps wait). */
@@ -86,6 +92,7 @@ export class Slots {
   /** A tool call ended: its slot goes to the oldest waiting step, else it is free. */
   release(): void {
     const next = this.waiters.shift();
+    if (this.ahead > 0) this.ahead--;
     if (next) next();
     else this.held--;
   }

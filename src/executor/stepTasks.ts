@@ -28,12 +28,12 @@ export interface StepTasksDeps {
 export class StepTasks {
   constructor(private readonly deps: StepTasksDeps) {}
 
-  /** Starts a step a claim returned. */
-  start(row: ClaimedStep): void {
+  /** Starts a step a claim returned (`ahead`: of a fair claim, served before the steps prefetched earlier). */
+  start(row: ClaimedStep, ahead = false): void {
     // Gates, timers and instant tools (core.echo, core.noop) take no tool slot.
     const holdsSlot = row.tool !== null && !this.deps.core.deps.tools.isInstant(row.tool);
     const claimedAt = Date.now();
-    this.deps.running.start(row.id, row.workflow_id, holdsSlot, (task) => this.measured(row, task, claimedAt));
+    this.deps.running.start(row.id, row.workflow_id, holdsSlot, (task) => this.measured(row, task, claimedAt), ahead);
   }
 
   /** Starts the steps a transaction created already claimed. */

@@ -104,3 +104,19 @@ describe('prefetched steps', () => {
     expect(slots.free).toBe(1);
   });
 });
+
+describe('steps of a fair claim', () => {
+  it('take the next free slots before the steps prefetched earlier, in their own order', async () => {
+    const slots = new Slots(1, () => 0, 1, 4);
+    expect(slots.holdOrWait()).toBeUndefined();
+    const order: string[] = [];
+    void slots.holdOrWait()!.then(() => order.push('prefetched'));
+    void slots.holdOrWait(true)!.then(() => order.push('fair 1'));
+    void slots.holdOrWait(true)!.then(() => order.push('fair 2'));
+    for (let i = 0; i < 3; i++) {
+      slots.release();
+      await Promise.resolve();
+    }
+    expect(order).toEqual(['fair 1', 'fair 2', 'prefetched']);
+  });
+});
