@@ -120,11 +120,10 @@ export class Executor {
       metrics: this.metrics,
     });
     // Instant steps take no slot, so one admission batch of them may queue admitBatch outcomes.
-    // Claims prefetch a quarter of the concurrency (at most 64) beyond the free slots, so a slot
-    // that frees is refilled without waiting for a claim (a fair claim's steps go ahead of them);
-    // not with limits, which count rows. A deeper prefetch fills the slots better (io bench) but
-    // keeps `free` at 0, so new workflows wait to be admitted (fairness.test.ts).
-    const prefetch = deps.limits && !deps.limits.unlimited ? 0 : Math.min(64, Math.ceil(opts.concurrency / 4));
+    // Claims prefetch up to the concurrency (at most 64) beyond the free slots, so a slot that
+    // frees is refilled without waiting for a claim (a fair claim's steps go ahead of them, and
+    // admission counts them as room); not with limits, which count rows.
+    const prefetch = deps.limits && !deps.limits.unlimited ? 0 : Math.min(64, opts.concurrency);
     this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch), prefetch);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
     this.tasks = new StepTasks({ core, tx: this.tx, running: this.running, outcomes: this.outcomes, runDeps: runStepDepsOf(core) });
@@ -232,7 +231,9 @@ export class Executor {
         // New workflows first, so a backlog of ready steps never keeps them waiting, but no more
         // than this executor can start soon (half its free slots while ready steps wait), so a
         // burst spreads over the executors; then ready steps with the slots left.
-        const free = this.slots.free;
+        // Prefetched steps waiting for a slot count as room for admission: slots are about to free,
+        // and a new workflow must not wait behind them (its first step is claimed fairly).
+        const free = this.slots.free + this.slots.waiting;
         const touchesDb = this.admitPending || free > 0;
         if (this.admitPending) admitted = await this.admit(free);
         if (this.redrivePending) await this.redrive();
