@@ -1,0 +1,110 @@
+/**
+ * Recording step outcomes, each guarded by the state it expects: the batch's statement (lock the
+ * workflows, finish the steps this executor is running), the watchdog's (an expired lease, an
+ * expired gate).
+ * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ */
+import type { ErrorData } from '../../errors.js';
+import type { StepStatus } from '../tables.js';
+import { jsonParam, type Queryable } from './common.js';
+import type { LockedWorkflow } from './workflows.js';
+
+/** What a batch needs of each workflow row it locked. */
+export type LockedWorkflowState = Pick<LockedWorkflow, 'id' | 'status' | 'step_count'>;
+
+export interface FinishedStep {
+  id: string;
+  workflow_id: string;
+  name: string;
+  attempt: number;
+  fanout_id: string | null;
+  item_index: number | null;
+  args: unknown;
+  result: unknown;
+  first_attempt_id: string | null;
+}
+
+const FINISH_SET = `status = $2, result = CASE WHEN $2 = 'done' THEN $3::jsonb ELSE result END,
+                    error = $4::jsonb, args = coalesce($5::jsonb, args), completed_at = now(),
+                    started_at = coalesce(started_at, now()), lease_until = NULL`;
+const FINISH_RETURNING = `RETURNING id, workflow_id, name, attempt, fanout_id, item_index, args, result, first_attempt_id`;
+
+export interface FinishValues {
+  id: string;
+  status: Extract<StepStatus, 'done' | 'failed'>;
+  result?: unknown;
+  error?: ErrorData;
+  args?: unknown;
+}
+
+function finishValues(v: FinishValues): unknown[] {
+  return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
+}
+
+/** The watchdog's finish: only a running step whose lease has run out. */
+export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
+  const { rows } = await db.query<FinishedStep>({
+    name: 'stepd_finish_step_if_lease_expired',
+    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
+            WHERE id = $1 AND status = 'running' AND lease_until < now() ${FINISH_RETURNING}`,
+    values: finishValues(v),
+  });
+  return rows[0];
+}
+
+/** A gate's deadline passed: only a gate still pending past its expiry. */
+export async function finishGateIfExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
+  const { rows } = await db.query<FinishedStep>({
+    name: 'stepd_finish_gate_if_expired',
+    text: `UPDATE workflow_steps SET updated_at = now(), ${FINISH_SET}
+            WHERE id = $1 AND status = 'pending' AND expires_at < now() ${FINISH_RETURNING}`,
+    values: finishValues(v),
+  });
+  return rows[0];
+}
+
+/**
+ * The start of a batch of outcomes, in one statement: lock the workflow rows (in id order), then
+ * finish the given steps this executor is running, of those workflows that are still running.
+ * With `skipLocked`, workflows another transaction holds are left out (not returned, their steps
+ * not finished) instead of waited for. Only each workflow's id, status and step count come back
+ * (its name, input and flow are in the executor's cache: a fan-out's input can be large). The locked ids are a filter (an array), not a join: a
+ * generic plan joined them to the unnest in a nested loop, quadratic in the batch size.
+ */
+export async function lockWorkflowsAndFinishSteps(
+  db: Queryable,
+  executorId: string,
+  workflowIds: string[],
+  values: FinishValues[],
+  opts: { skipLocked?: boolean } = {},
+): Promise<{ workflows: LockedWorkflowState[]; finished: FinishedStep[] }> {
+  const { rows } = await db.query<{ workflows: LockedWorkflowState[]; finished: FinishedStep[] }>({
+    name: opts.skipLocked ? 'stepd_lock_workflows_and_finish_steps_skip_locked' : 'stepd_lock_workflows_and_finish_steps',
+    text: `WITH locked AS (
+             SELECT id, status, step_count FROM workflows
+              WHERE id = ANY($2::bigint[]) ORDER BY id ${opts.skipLocked ? 'FOR UPDATE SKIP LOCKED' : 'FOR UPDATE'}),
+           fin AS (
+             UPDATE workflow_steps s
+                SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
+                    error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
+                    started_at = coalesce(s.started_at, now()), lease_until = NULL
+               FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[]) AS u(id, status, result, error, args)
+              WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
+                AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))
+          RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
+                    s.item_index, s.args, s.result, s.first_attempt_id::text AS first_attempt_id)
+           SELECT (SELECT coalesce(json_agg(json_build_object(
+                     'id', l.id::text, 'status', l.status, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
+                  (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished`,
+    values: [
+      executorId,
+      workflowIds,
+      values.map((v) => v.id),
+      values.map((v) => v.status),
+      values.map((v) => jsonParam(v.result ?? null)),
+      values.map((v) => jsonParam(v.error)),
+      values.map((v) => jsonParam(v.args)),
+    ],
+  });
+  return rows[0] ?? { workflows: [], finished: [] };
+}
