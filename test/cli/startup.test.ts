@@ -6,33 +6,18 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildProgram, COMMANDS } from '../../src/cli/program.js';
 import { CLI, EXAMPLES, ROOT, childEnv, runCli, tempDir } from './helpers.js';
+import { packageLog } from '../helpers/packageLog.js';
 
 /** The npm packages a CLI call loads, recorded by a module resolve hook. */
 async function packagesLoaded(args: string[], env: Record<string, string> = {}): Promise<Set<string>> {
-  const dir = await tempDir();
-  const log = path.join(dir, 'resolved.txt');
-  const hooks = path.join(dir, 'hooks.mjs');
-  await writeFile(
-    hooks,
-    `import { appendFileSync } from 'node:fs';
-export async function resolve(spec, ctx, next) {
-  const r = await next(spec, ctx);
-  const m = /node_modules\\/((?:@[^/]+\\/)?[^/]+)\\//.exec(r.url);
-  if (m) appendFileSync(${JSON.stringify(log)}, m[1] + '\\n');
-  return r;
-}`,
-  );
-  const register = path.join(dir, 'register.mjs');
-  await writeFile(register, `import { register } from 'node:module'; register(${JSON.stringify(pathToFileURL(hooks).href)});`);
-  const r = await runCli(['--import', pathToFileURL(register).href, CLI, ...args], { command: [process.execPath], env });
+  const packages = await packageLog(await tempDir());
+  const r = await runCli(['--import', packages.importFlag, CLI, ...args], { command: [process.execPath], env });
   expect(r.signal).toBeNull();
-  return new Set((await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean));
+  return packages.loaded();
 }
 
 describe('CLI start-up', () => {

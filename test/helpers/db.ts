@@ -95,6 +95,23 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
   return executor;
 }
 
+/** Runs statements as the executor would (stepd.executor=on), to build fixtures without a daemon. */
+export async function asExecutor<R extends pg.QueryResultRow = any>(t: TestSchema, text: string, values?: unknown[]): Promise<R[]> {
+  const client = await t.db.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SET LOCAL stepd.executor = 'on'`);
+    const { rows } = await client.query<R>(text.replaceAll('stepd.', `${t.schema}.`), values);
+    await client.query('COMMIT');
+    return rows;
+  } catch (err) {
+    await client.query('ROLLBACK');
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
 /** Polls until `condition` returns something truthy; never a fixed sleep. */
 export async function waitFor<T>(condition: () => T | Promise<T>, what: string, timeoutMs = 20_000): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;

@@ -1,15 +1,13 @@
 /**
- * The SQL contract (DESIGN.md section 1) as another service sees it: migrations, the guard
+ * The SQL contract as another service sees it (migrations: migrations.test.ts): the guard
  * trigger's allowed and refused writes, the wake-up NOTIFY, named constraints, and a daemon
  * that keeps serving while malformed flows stream in.
  */
-import { readdirSync } from 'node:fs';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { findSqlDir, migrate } from '../../src/db/migrate.js';
 import {
+  asExecutor,
   createTestSchema,
-  dropSchemaAndRoles,
   getSteps,
   getWorkflow,
   insertWorkflow,
@@ -20,25 +18,7 @@ import {
   type TestSchema,
 } from '../helpers/db.js';
 
-const SQL_FILES = readdirSync(findSqlDir()).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
 const GATE_FLOW = { start: 'g', steps: { g: { approval: true, next: 'e' }, e: { tool: 'core.echo', args: { ok: 1 }, done: true } } };
-
-/** Runs statements as the executor would (stepd.executor=on), to build fixtures without a daemon. */
-async function asExecutor<R extends pg.QueryResultRow = any>(t: TestSchema, text: string, values?: unknown[]): Promise<R[]> {
-  const client = await t.db.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(`SET LOCAL stepd.executor = 'on'`);
-    const { rows } = await client.query<R>(text.replaceAll('stepd.', `${t.schema}.`), values);
-    await client.query('COMMIT');
-    return rows;
-  } catch (err) {
-    await client.query('ROLLBACK');
-    throw err;
-  } finally {
-    client.release();
-  }
-}
 
 type Fixture = Record<'wf' | 'pending' | 'running' | 'done', string>;
 
@@ -63,41 +43,6 @@ async function runningWorkflow(t: TestSchema): Promise<Fixture> {
 async function refused(promise: Promise<unknown>, message: RegExp): Promise<void> {
   await expect(promise).rejects.toMatchObject({ code: '23514', message: expect.stringMatching(message) });
 }
-
-describe('migrations', () => {
-  it('applying them twice changes nothing and records each file once', async () => {
-    const t = await createTestSchema();
-    const snapshot = () =>
-      t.q(
-        `SELECT c.relname::text AS name, c.relkind::text AS kind, CASE WHEN c.relkind = 'i' THEN pg_get_indexdef(c.oid) END AS def
-           FROM pg_class c WHERE c.relnamespace = $1::regnamespace
-         UNION ALL SELECT conname, 'k', pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = $1::regnamespace
-         UNION ALL SELECT tgname, 't', pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid IN
-           (SELECT oid FROM pg_class WHERE relnamespace = $1::regnamespace) AND NOT tgisinternal
-         UNION ALL SELECT proname, 'f', md5(prosrc) FROM pg_proc WHERE pronamespace = $1::regnamespace
-         ORDER BY 1, 2`,
-        [t.schema],
-      );
-    const before = await snapshot();
-    const recorded = await t.q(`SELECT name, applied_at, checksum FROM stepd.stepd_migrations ORDER BY name`);
-    expect(recorded.map((r) => r.name)).toEqual(SQL_FILES);
-
-    const again = await migrate({ url: t.url, schema: t.schema });
-    expect(again).toMatchObject({ applied: [], alreadyApplied: SQL_FILES, changed: [], roles: { status: 'ready' } });
-    expect(await snapshot()).toEqual(before);
-    expect(await t.q(`SELECT name, applied_at, checksum FROM stepd.stepd_migrations ORDER BY name`)).toEqual(recorded);
-  });
-
-  it('two migrators racing on a fresh schema apply each file exactly once', async () => {
-    const t = await createTestSchema();
-    const schema = `${t.schema}_race`;
-    onCleanup(() => dropSchemaAndRoles(t.db, schema));
-    const results = await Promise.all([migrate({ url: t.url, schema }), migrate({ url: t.url, schema })]);
-    expect(results.flatMap((r) => r.applied).sort()).toEqual(SQL_FILES);
-    const rows = await t.db.query(`SELECT count(*)::int AS n FROM ${schema}.stepd_migrations`);
-    expect(rows.rows[0].n).toBe(SQL_FILES.length);
-  });
-});
 
 describe('the guard refuses every external write outside the contract, naming the rule', () => {
   it('refuses a workflow inserted with a status other than new, or with executor columns set', async () => {

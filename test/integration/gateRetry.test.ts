@@ -4,24 +4,7 @@
  * and a rejection (or no decision at all) would turn into an approval.
  */
 import { describe, expect, it } from 'vitest';
-import type pg from 'pg';
-import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
-
-async function asExecutor<R extends pg.QueryResultRow = any>(t: TestSchema, text: string, values?: unknown[]): Promise<R[]> {
-  const client = await t.db.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(`SET LOCAL stepd.executor = 'on'`);
-    const { rows } = await client.query<R>(text.replaceAll('stepd.', `${t.schema}.`), values);
-    await client.query('COMMIT');
-    return rows;
-  } catch (err) {
-    await client.query('ROLLBACK');
-    throw err;
-  } finally {
-    client.release();
-  }
-}
+import { asExecutor, createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
 
 const flow = {
   start: 'approve',

@@ -3,37 +3,21 @@
  * OTEL_* loads neither prom-client nor any OpenTelemetry package; with them, it does. What is
  * checked is what gets loaded (a module resolve hook records the packages), not timings.
  */
-import { readFile, writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CLI, envFor, spawnCli, tempDir } from '../cli/helpers.js';
 import { createTestSchema } from '../helpers/db.js';
+import { packageLog } from '../helpers/packageLog.js';
 
 
 /** Runs `stepd start ARGS` until it is ready and returns the npm packages it loaded. */
 async function packagesOfStart(args: string[], env: Record<string, string>): Promise<Set<string>> {
-  const dir = await tempDir();
-  const log = path.join(dir, 'resolved.txt');
-  const hooks = path.join(dir, 'hooks.mjs');
-  await writeFile(
-    hooks,
-    `import { appendFileSync } from 'node:fs';
-export async function resolve(spec, ctx, next) {
-  const r = await next(spec, ctx);
-  const m = /node_modules\\/((?:@[^/]+\\/)?[^/]+)\\//.exec(r.url);
-  if (m) appendFileSync(${JSON.stringify(log)}, m[1] + '\\n');
-  return r;
-}`,
-  );
-  const register = path.join(dir, 'register.mjs');
-  await writeFile(register, `import { register } from 'node:module'; register(${JSON.stringify(pathToFileURL(hooks).href)});`);
+  const packages = await packageLog(await tempDir());
   // --no-schedules: a stop right after start-up would otherwise wait for the scheduler's first look (not what is tested here).
-  const daemon = spawnCli(['start', '--no-schedules', ...args], { command: [process.execPath, '--import', pathToFileURL(register).href, CLI], env });
+  const daemon = spawnCli(['start', '--no-schedules', ...args], { command: [process.execPath, '--import', packages.importFlag, CLI], env });
   await daemon.waitFor(/stepd: (ready|dashboard)/);
   const { code } = await daemon.kill('SIGTERM');
   expect(code).toBe(0);
-  return new Set((await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean));
+  return packages.loaded();
 }
 
 const telemetry = (loaded: Set<string>) => [...loaded].filter((p) => p === 'prom-client' || p.startsWith('@opentelemetry/')).sort();
