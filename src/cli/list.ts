@@ -1,5 +1,6 @@
 /** `stepd list`: recent workflows, newest first. */
 import type { Command } from 'commander';
+import { toWorkflowSummary } from '../api/views.js';
 import { listWorkflows } from '../db/reads.js';
 import type { WorkflowStatus } from '../db/tables.js';
 import { CliError, out, outJson, parseLimit, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
@@ -36,21 +37,7 @@ Examples:
         const now = new Date();
         const durationOf = (r: (typeof rows)[number]) => between(r.started_at, r.completed_at ?? r.cancelled_at ?? (r.status === 'running' ? now : null));
         if (flags.json) {
-          outJson(
-            rows.map((r) => ({
-              id: String(r.id),
-              name: r.name,
-              status: r.status,
-              createdBy: r.created_by,
-              key: r.key,
-              createdAt: new Date(r.created_at).toISOString(),
-              durationMs: durationOf(r) ?? null,
-              steps: r.step_count,
-              waiting: r.waiting,
-              parentId: r.parent_id === null ? null : String(r.parent_id),
-              error: r.error,
-            })),
-          );
+          outJson(rows.map((r) => toWorkflowSummary(r, now)));
           return;
         }
         if (rows.length === 0) {

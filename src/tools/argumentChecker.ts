@@ -8,6 +8,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
+import { valuePath } from '../flow/jsonSchema.js';
 import type { FlowIssue } from '../flow/spec.js';
 
 type AnyAjv = Ajv | Ajv2019 | Ajv2020;
@@ -124,33 +125,20 @@ function dependsOnTemplate(e: ErrorObject, templated: readonly string[]): boolea
   return false;
 }
 
-/** `/headers/x-a/0` → `.headers["x-a"][0]`, joined to `at`. */
-function flowPath(at: string, pointer: string): string {
-  let out = at;
-  if (!pointer) return out;
-  for (const raw of pointer.slice(1).split('/')) {
-    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-    if (/^\d+$/.test(part)) out += `[${part}]`;
-    else if (/^[A-Za-z_$][\w$-]*$/.test(part)) out += `.${part}`;
-    else out += `[${JSON.stringify(part)}]`;
-  }
-  return out;
-}
-
 function toIssue(e: ErrorObject, c: ArgumentCheck): FlowIssue {
   const params = e.params as Record<string, unknown>;
   const against = `(input schema of ${c.tool})`;
   if (e.keyword === 'required') {
-    return { path: flowPath(c.at, e.instancePath), message: `missing argument "${String(params.missingProperty)}", which ${c.tool} requires` };
+    return { path: valuePath(c.at, e.instancePath), message: `missing argument "${String(params.missingProperty)}", which ${c.tool} requires` };
   }
   if (e.keyword === 'additionalProperties') {
-    return { path: flowPath(c.at, `${e.instancePath}/${String(params.additionalProperty)}`), message: `${c.tool} takes no argument "${String(params.additionalProperty)}" ${against}` };
+    return { path: valuePath(c.at, `${e.instancePath}/${String(params.additionalProperty)}`), message: `${c.tool} takes no argument "${String(params.additionalProperty)}" ${against}` };
   }
   if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
-    return { path: flowPath(c.at, e.instancePath), message: `matches none of the forms it may take ${against}` };
+    return { path: valuePath(c.at, e.instancePath), message: `matches none of the forms it may take ${against}` };
   }
   if (e.keyword === 'enum') {
-    return { path: flowPath(c.at, e.instancePath), message: `must be one of ${JSON.stringify(params.allowedValues)} ${against}` };
+    return { path: valuePath(c.at, e.instancePath), message: `must be one of ${JSON.stringify(params.allowedValues)} ${against}` };
   }
-  return { path: flowPath(c.at, e.instancePath), message: `${e.message ?? 'does not match'} ${against}` };
+  return { path: valuePath(c.at, e.instancePath), message: `${e.message ?? 'does not match'} ${against}` };
 }
