@@ -3,6 +3,11 @@
  * its checksum in <schema>.stepd_migrations. Applying twice changes nothing; a file edited after
  * it was applied is reported (`changed`), never silently skipped. Then sets up the schema's two
  * roles (src/db/roles.ts) when this role may, or returns the SQL a DBA runs (`rolesSql`).
+ *
+ * The lock's key is known and any role that can connect may take it (migrationLock.ts), so the
+ * log is read first: with nothing pending the lock is only tried (when another session holds it,
+ * the idempotent grants are left as they are); with something pending the migrator waits at most
+ * `lockTimeoutMs`, then fails naming the holder.
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -13,6 +18,7 @@ import pg from 'pg';
 import { assertSchemaName } from './connect.js';
 import { createRoleStatement, grantStatements, roleSetupScript, schemaRoles } from './roles.js';
 import { bossGrantStatements, migrateBossSchema, type BossSchemaResult } from '../schedules/bossSchema.js';
+import { MIGRATION_LOCK_TIMEOUT_MS, releaseMigrationLock, tryMigrationLock, waitForMigrationLock } from './migrationLock.js';
 import type { Logger } from '../logger.js';
 
 /** The sql/ folder of this package, found from this module's location (src/ or dist/src/). */
@@ -41,7 +47,19 @@ export interface MigrateResult {
 
 const checksum = (text: string): string => createHash('sha256').update(text).digest('hex');
 
-export async function migrate(opts: { url: string; schema: string; log?: Logger; sqlDir?: string }): Promise<MigrateResult> {
+/** One key for every schema of the database (as in earlier versions, which still take it). */
+const MIGRATE_LOCK = 'stepd.migrate';
+
+export interface MigrateOptions {
+  url: string;
+  schema: string;
+  log?: Logger;
+  sqlDir?: string;
+  /** How long to wait for the migration lock when something is pending (default 60 s). */
+  lockTimeoutMs?: number;
+}
+
+export async function migrate(opts: MigrateOptions): Promise<MigrateResult> {
   const schema = assertSchemaName(opts.schema);
   const dir = opts.sqlDir ?? findSqlDir();
   const names = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
@@ -50,10 +68,20 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
   client.on('error', () => {});
   await client.connect();
   try {
-    await client.query('BEGIN');
-    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended('stepd.migrate', 0))`);
     const ident = client.escapeIdentifier(schema);
-    const applied = await readApplied(client, schema);
+    const lockTimeoutMs = opts.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
+    // The log is read, and the lock taken, before the transaction: a migrator waiting for the lock
+    // holds no lock on the log (its holder alters it: they would deadlock), and the transaction
+    // begun after it sees the catalogue as the holder left it.
+    const seen = await readApplied(client, schema);
+    const somethingPending = seen.size === 0 || files.some((f) => !seen.has(f.name));
+    const lock = { key: MIGRATE_LOCK, scope: 'session' as const };
+    let locked = true;
+    if (somethingPending) await waitForMigrationLock(client, { ...lock, timeoutMs: lockTimeoutMs });
+    else locked = await tryMigrationLock(client, lock);
+    await client.query('BEGIN');
+    // Read again under the lock: another migrator may have applied them while this one waited.
+    const applied = locked ? await readApplied(client, schema) : seen;
     const pending = files.filter((f) => !applied.has(f.name));
     const result: MigrateResult = {
       applied: [],
@@ -78,7 +106,7 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
       const known = applied.get(file.name);
       if (known !== undefined) {
         result.alreadyApplied.push(file.name);
-        if (known === null && ownerBefore) await client.query('UPDATE stepd_migrations SET checksum = $2 WHERE name = $1', [file.name, sum]);
+        if (known === null && ownerBefore && locked) await client.query('UPDATE stepd_migrations SET checksum = $2 WHERE name = $1', [file.name, sum]);
         else if (known !== null && known !== sum) result.changed.push(file.name);
         continue;
       }
@@ -90,12 +118,14 @@ export async function migrate(opts: { url: string; schema: string; log?: Logger;
     if (result.changed.length > 0) {
       opts.log?.warn({ schema, changed: result.changed }, 'applied migrations were edited since; the database keeps the version it applied');
     }
-    await setUpRoles(client, schema, await ownsTables(client, schema), result);
+    if (!locked) opts.log?.debug({ schema }, 'nothing to migrate; another session holds the migration lock, so the grants are left as they are');
+    await setUpRoles(client, schema, await ownsTables(client, schema), result, locked);
     if (result.roles.status === 'needs-dba') {
       opts.log?.warn({ schema, roles: schemaRoles(schema) }, 'this role may not create roles; a DBA must run the printed SQL (stepd migrate prints it)');
     }
     await client.query('COMMIT');
-    result.boss = await migrateBossSchema({ url: opts.url, schema, ...(opts.log ? { log: opts.log } : {}) });
+    if (locked) await releaseMigrationLock(client, lock);
+    result.boss = await migrateBossSchema({ url: opts.url, schema, lockTimeoutMs, ...(opts.log ? { log: opts.log } : {}) });
     // The DBA's script grants on pg-boss's schema too, once it exists (else boss.sql creates it).
     if (result.rolesSql && result.boss.status !== 'needs-dba') result.rolesSql += `\n${bossGrantStatements(schema).map((s) => `${s};`).join('\n')}`;
     return result;
@@ -130,7 +160,8 @@ async function ownsTables(client: pg.Client, schema: string): Promise<boolean> {
   return rows[0]?.owner === true;
 }
 
-async function setUpRoles(client: pg.Client, schema: string, owner: boolean, result: MigrateResult): Promise<void> {
+/** `mayWrite`: under the migration lock (else only reports what is there, changing nothing). */
+async function setUpRoles(client: pg.Client, schema: string, owner: boolean, result: MigrateResult, mayWrite: boolean): Promise<void> {
   const roles = schemaRoles(schema);
   const { rows: tableRows } = await client.query<{ name: string }>(
     `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -147,7 +178,7 @@ async function setUpRoles(client: pg.Client, schema: string, owner: boolean, res
     const { rows: me } = await client.query<{ may: boolean }>(
       'SELECT rolsuper OR rolcreaterole AS may FROM pg_roles WHERE rolname = current_user',
     );
-    if (!me[0]?.may) {
+    if (!me[0]?.may || !mayWrite) {
       result.roles.status = 'needs-dba';
       result.rolesSql = roleSetupScript(schema, tables);
       return;
@@ -158,5 +189,6 @@ async function setUpRoles(client: pg.Client, schema: string, owner: boolean, res
     result.roles.status = 'not-owner';
     return;
   }
+  if (!mayWrite) return;
   for (const statement of grantStatements(schema, tables)) await client.query(statement);
 }

@@ -10,6 +10,7 @@ export * from './queries/steps.js';
 export * from './queries/fanouts.js';
 export * from './queries/signals.js';
 export * from './queries/executors.js';
+export * from './queries/leases.js';
 export * from './queries/progress.js';
 export * from './queries/flows.js';
 export * from './queries/gates.js';

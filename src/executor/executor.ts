@@ -131,6 +131,8 @@ export class Executor {
       pool: poolOpts,
       schema: opts.schema,
       executorId: opts.executorId,
+      // As long as this executor asks others to wait before presuming it dead, and three sweeps at least.
+      leaderLeaseMs: Math.max(opts.deadAfterMs, 3 * opts.watchdogIntervalMs),
       log: deps.log,
       outage: this.outage,
       onWakeup: (p) => this.onWakeup(p),

@@ -1,17 +1,29 @@
 /**
  * The executor's dedicated connection: LISTENs for wake-ups (external inserts, readied
- * gates, cancellations) and holds the session advisory locks — this executor's identity and,
- * when it has it, watchdog leadership. Reconnects with backoff; the poll loop covers the gap.
- * Session locks die with the connection: after a reconnect the identity lock is taken again and
- * leadership is lost until the next sweep wins it back (possibly another executor does).
+ * gates, cancellations) and is the session its leases name (sql/0018, src/db/queries/leases.ts):
+ * this executor's id, claimed with a random token of this process, and, when it has it, the
+ * watchdog lease. Both are rows only executor roles may write, never advisory locks (a client
+ * could take those first). Reconnects with backoff; the poll loop covers the gap. A claim lasts
+ * while its session is alive: after a reconnect the id is claimed again on the new session (it
+ * stays ours unless another process took it meanwhile), and leadership is renewed at the next
+ * sweep, or taken by another executor once this session had ended or the lease ran out.
  */
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { createClient, type PoolOptions } from '../db/connect.js';
-import { tryAdvisoryLock } from '../db/queries.js';
+import {
+  claimExecutorIdUnlessHeldByLiveSession,
+  releaseExecutorIdIfHeld,
+  releaseWatchdogLeaseIfHeld,
+  takeOrRenewWatchdogLeaseUnlessHeldByLiveLeader,
+} from '../db/queries.js';
 import type { Logger } from '../logger.js';
 import { backoffMs, type DatabaseOutage } from './dbOutage.js';
 
 export const WAKEUP_CHANNEL = 'stepd_wakeup';
+
+/** How long a stop waits to give its leases back before it just disconnects. */
+const RELEASE_WAIT_MS = 2_000;
 
 export interface WakeupPayload {
   schema: string;
@@ -34,12 +46,16 @@ export class Listener {
   private leader = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private failures = 0;
+  /** This process's claim on the executor id: another process with the same id has another. */
+  private readonly token = randomUUID();
 
   constructor(
     private readonly opts: {
       pool: PoolOptions;
       schema: string;
       executorId: string;
+      /** How long a watchdog lease lasts unless renewed (a leader renews it at every sweep). */
+      leaderLeaseMs: number;
       log: Logger;
       /** Where a lost connection is reported (logged once per outage). */
       outage?: DatabaseOutage;
@@ -52,13 +68,9 @@ export class Listener {
     return this.leader;
   }
 
-  /** Connects, LISTENs, and takes the executor-id lock (fails if another holds it). */
+  /** Connects, LISTENs, and claims the executor id (fails if a live process holds it). */
   async start(): Promise<void> {
     await this.connect(true);
-  }
-
-  private identityKey(): string {
-    return `stepd.executor:${this.opts.schema}:${this.opts.executorId}`;
   }
 
   private async connect(first: boolean): Promise<void> {
@@ -76,7 +88,7 @@ export class Listener {
     client.on('end', () => this.onLost(client, new Error('listener connection ended')));
     await client.connect();
     try {
-      if (!(await tryAdvisoryLock(client, this.identityKey()))) {
+      if (!(await claimExecutorIdUnlessHeldByLiveSession(client, { executorId: this.opts.executorId, token: this.token }))) {
         if (first) throw new ExecutorIdInUseError(this.opts.executorId);
         this.opts.log.error({ executorId: this.opts.executorId }, 'executor id taken by another process while reconnecting');
       }
@@ -123,30 +135,40 @@ export class Listener {
   }
 
   /**
-   * Tries to become (or confirms being) the watchdog leader. A leader checks that its session —
-   * and with it the lock — is still there; a dead one is noticed here rather than by the next
-   * notification that never comes.
+   * Takes or renews the watchdog lease: a leader renews it at every sweep, another executor
+   * takes it once it ran out or the leader's session ended. A dead connection is noticed here
+   * rather than by the next notification that never comes.
    */
   async ensureLeader(): Promise<boolean> {
     const client = this.client;
     if (!client) return false;
-    if (this.leader) {
-      await client.query('SELECT 1');
-      return this.client === client && this.leader;
-    }
-    const won = await tryAdvisoryLock(client, `stepd.watchdog:${this.opts.schema}`);
+    const won = await takeOrRenewWatchdogLeaseUnlessHeldByLiveLeader(client, { executorId: this.opts.executorId, leaseMs: this.opts.leaderLeaseMs });
     if (this.client !== client) return false;
-    if (won) this.opts.log.info({ executorId: this.opts.executorId }, 'this executor leads the watchdog');
+    if (won && !this.leader) this.opts.log.info({ executorId: this.opts.executorId }, 'this executor leads the watchdog');
+    if (!won && this.leader) this.opts.log.warn({ executorId: this.opts.executorId }, 'watchdog lease taken by another executor (this one was too slow to renew it)');
     this.leader = won;
     return won;
   }
 
+  /** Gives up the watchdog lease and the executor id (best effort: they go with the session anyway), then disconnects. */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     const client = this.client;
     this.client = undefined;
+    const wasLeader = this.leader;
     this.leader = false;
+    if (client) {
+      const v = { executorId: this.opts.executorId, token: this.token };
+      const release = async () => {
+        if (wasLeader) await releaseWatchdogLeaseIfHeld(client, v.executorId);
+        await releaseExecutorIdIfHeld(client, v);
+      };
+      // A connection that hangs (a partition) must not hold the stop up: the session ends anyway.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([release().catch(() => {}), new Promise((r) => (timer = setTimeout(r, RELEASE_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
     await client?.end().catch(() => {});
   }
 }

@@ -1,8 +1,9 @@
 /**
- * One sweep of the watchdog. Leader-only duties (under an advisory lock, so one executor
- * does them): the running steps of executors that stopped heartbeating fail with `lost`
+ * One sweep of the watchdog. Leader-only duties (under the watchdog lease, a row of
+ * executor_leases that clients cannot write, so one executor does them): the running steps of executors that stopped heartbeating fail with `lost`
  * (retryable) whatever their lease; steps whose lease ran out likewise; gates past their
- * deadline apply `onTimeout`; workflows past their timeout fail with `deadline`.
+ * deadline apply `onTimeout`; workflows past their timeout fail with `deadline`; the
+ * executor-id claims of ended sessions are forgotten.
  *
  * Every rescue is fenced: a dead executor's step is finished only while it is still `running`
  * under that executor's id, so an executor that was merely slow and comes back cannot record
@@ -14,6 +15,7 @@ import {
   findOverdueWorkflows,
   findStepsOfDeadExecutors,
   forgetDeadExecutorsWithoutSteps,
+  forgetExecutorIdClaimsOfEndedSessions,
   handBackSettlingSubWorkflowSteps,
   notifyStepsReady,
 } from '../db/queries.js';
@@ -73,6 +75,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   }
   const forgotten = await forgetDeadExecutorsWithoutSteps(pool, deps.tx.executorId);
   if (forgotten.length > 0) deps.log.info({ executorIds: forgotten }, 'forgot executors that stopped heartbeating');
+  await forgetExecutorIdClaimsOfEndedSessions(pool);
 
   for (const row of await findExpiredLeases(pool, batch)) {
     const outcome: Outcome = {

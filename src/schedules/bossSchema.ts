@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 import pg from 'pg';
 import { getConstructionPlans, getMigrationPlans, PgBoss, type Db } from 'pg-boss';
 import { assertSchemaName } from '../db/connect.js';
+import { MIGRATION_LOCK_TIMEOUT_MS, tryMigrationLock, waitForMigrationLock } from '../db/migrationLock.js';
 import { schemaRoles } from '../db/roles.js';
 import type { Logger } from '../logger.js';
 
@@ -48,15 +49,31 @@ export interface BossSchemaResult {
 /**
  * Creates or upgrades the pg-boss schema (pg-boss takes its own advisory lock, so concurrent
  * migrations are safe), creates the schedules queue and grants the two roles.
+ *
+ * One migrator at a time per schema (concurrent GRANTs on one object can fail), under a session
+ * advisory lock whose key is known, so any connected role could take it (src/db/migrationLock.ts):
+ * a schema already at this version only tries it (when another session holds it, the queue and
+ * grants are left as they are); one to create or upgrade waits at most `lockTimeoutMs`, then
+ * fails naming the holder.
  */
-export async function migrateBossSchema(opts: { url: string; schema: string; log?: Logger }): Promise<BossSchemaResult> {
+export async function migrateBossSchema(opts: { url: string; schema: string; log?: Logger; lockTimeoutMs?: number }): Promise<BossSchemaResult> {
   const boss = bossSchemaName(opts.schema);
   const client = new pg.Client({ connectionString: opts.url, application_name: 'stepd-migrate' });
   client.on('error', () => {});
   await client.connect();
   try {
-    // One migrator at a time per schema (concurrent GRANTs on one object can fail); the lock goes with the session.
-    await client.query(`SELECT pg_advisory_lock(hashtextextended('stepd.migrate.boss:' || $1, 0))`, [boss]);
+    const seen = await schemaState(client, boss);
+    if (seen.exists && !seen.usage) {
+      return needsDba(opts, boss, null, `GRANT USAGE ON SCHEMA ${pg.escapeIdentifier(boss)} TO ${pg.escapeIdentifier(seen.me)};  -- then run stepd migrate again`);
+    }
+    const seenVersion = seen.exists ? await installedVersion(client, boss) : null;
+    const lock = { key: `stepd.migrate.boss:${boss}`, scope: 'session' as const };
+    if (seenVersion === null || seenVersion < BOSS_SCHEMA_VERSION) {
+      await waitForMigrationLock(client, { ...lock, timeoutMs: opts.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS });
+    } else if (!(await tryMigrationLock(client, lock))) {
+      return { schema: boss, status: 'ready', version: seenVersion, granted: await executorMayUse(client, opts.schema, boss) };
+    }
+    // The lock goes with the session (client.end below).
     let status: BossSchemaResult['status'] = 'ready';
     const ns = await schemaState(client, boss);
     if (ns.exists && !ns.usage) {
@@ -115,6 +132,15 @@ async function schemaState(client: pg.ClientBase, boss: string): Promise<{ exist
   );
   const r = rows[0]!;
   return { exists: r.exists, owner: r.owner === true, usage: r.usage === true, mayCreate: r.may, me: r.me };
+}
+
+/** Whether the executor role may use the schema (what the grants give it), read without changing anything. */
+async function executorMayUse(client: pg.ClientBase, schema: string, boss: string): Promise<boolean> {
+  const { rows } = await client.query<{ ok: boolean }>(
+    `SELECT has_schema_privilege(r.oid, n.oid, 'USAGE') AS ok FROM pg_roles r, pg_namespace n WHERE r.rolname = $1 AND n.nspname = $2`,
+    [schemaRoles(schema).executor, boss],
+  );
+  return rows[0]?.ok === true;
 }
 
 async function ownsSchema(client: pg.ClientBase, boss: string): Promise<boolean> {

@@ -156,15 +156,20 @@ describe('PostgreSQL restarts', () => {
     expect(holds).toEqual(held.map(() => ({ status: 'done', attempt: 1 })));
     expect(lines.filter((l) => l.msg === 'database unreachable')).toHaveLength(1);
     expect(lines.filter((l) => l.msg === 'database reachable again')).toHaveLength(1);
-    // LISTEN is back, and the listener's session holds its identity lock and the leadership again.
+    // LISTEN is back, and the listener's new session holds the executor id and the watchdog lease again
+    // (rows of executor_leases naming it; no advisory lock).
     await waitFor(() => lines.some((l) => l.msg === 'listener reconnected; listening again'), 'the listener to reconnect');
     await waitFor(async () => {
       const [row] = await t.q<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-          WHERE l.locktype = 'advisory' AND a.application_name = 'stepd-executor:outage'`,
+        `SELECT count(*)::int AS n FROM stepd.executor_leases l JOIN pg_stat_activity a ON a.pid = l.session_pid
+          WHERE l.name IN ('executor:outage', 'watchdog') AND a.application_name = 'stepd-executor:outage'`,
       );
       return row!.n === 2;
-    }, 'the identity and leader locks to be held again');
+    }, 'the executor id and the watchdog lease to be held again');
+    const advisory = await t.q(
+      `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND a.application_name = 'stepd-executor:outage'`,
+    );
+    expect(advisory).toEqual([]);
   });
 
   it('rescues no live executor after a restart, though every beat is older than dead-after', async () => {

@@ -147,12 +147,16 @@ export async function peekReadySteps(
 /**
  * Limited claims of every executor on the schema take this lock for their transaction, so the
  * running rows each one counts include every other executor's claims (committed before it).
+ * The lock is the `claim-limits` row of executor_leases (sql/0018), a table clients may not
+ * lock (no privilege on it), not an advisory lock any connected role could take first. An
+ * INSERT … ON CONFLICT DO UPDATE locks the existing row even when its WHERE holds for none, and
+ * puts the row back should it be missing. `_schema`: the connection's search_path names it.
  */
-export async function lockClaimLimits(db: Queryable, schema: string): Promise<void> {
+export async function lockClaimLimits(db: Queryable, _schema: string): Promise<void> {
   await db.query({
     name: 'stepd_lock_claim_limits',
-    text: `SELECT pg_advisory_xact_lock(hashtextextended('stepd.claim-limits:' || $1::text, 0))`,
-    values: [schema],
+    text: `INSERT INTO executor_leases (name) VALUES ('claim-limits')
+           ON CONFLICT (name) DO UPDATE SET updated_at = now() WHERE false`,
   });
 }
 

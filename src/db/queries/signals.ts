@@ -1,5 +1,5 @@
 /**
- * NOTIFY and advisory locks.
+ * NOTIFY. (The executors' locks are rows of executor_leases, never advisory locks: leases.ts.)
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
 import { type Queryable } from './common.js';
@@ -11,14 +11,6 @@ export async function notifyEvents(db: Queryable, channel: string, payloads: str
     text: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
     values: [channel, payloads],
   });
-}
-
-export async function tryAdvisoryLock(db: Queryable, key: string): Promise<boolean> {
-  const { rows } = await db.query<{ ok: boolean }>({
-    text: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok`,
-    values: [key],
-  });
-  return rows[0]?.ok === true;
 }
 
 
