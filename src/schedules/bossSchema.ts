@@ -108,7 +108,8 @@ export async function migrateBossSchema(opts: { url: string; schema: string; log
     }
     if (status !== 'ready') opts.log?.info({ schema: boss, version: BOSS_SCHEMA_VERSION, status }, 'pg-boss schema ready');
     const manager = new PgBoss({ db: clientDb(client), schema: boss, migrate: false, schedule: false, supervise: false });
-    await manager.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
+    // createQueue always takes pg-boss's own advisory lock (a known key, 30 s lock_timeout): not when the queue is there.
+    if (!(await manager.getQueue(SCHEDULE_QUEUE))) await manager.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
     const granted = (await ownsSchema(client, boss)) && (await grantBossSchema(client, opts.schema));
     return { schema: boss, status, version: await installedVersion(client, boss), granted };
   } finally {

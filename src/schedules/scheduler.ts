@@ -145,8 +145,9 @@ export class Scheduler {
     try {
       await boss.start();
       if (this.stopping) throw new Error('stopping');
-      // Normally created by `stepd migrate`; idempotent (a DBA's script may not have created it).
-      await boss.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
+      // Normally created by `stepd migrate` (a DBA's script may not have). Only when missing:
+      // createQueue always takes pg-boss's advisory lock, whose key any connected role may hold.
+      if (!(await boss.getQueue(SCHEDULE_QUEUE))) await boss.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
       await boss.work<ScheduleJobData, unknown, { pollingIntervalSeconds: number; batchSize: number; includeMetadata: true }>(
         SCHEDULE_QUEUE,
         { pollingIntervalSeconds: o.pollIntervalSeconds ?? DEFAULT_POLL_SECONDS, batchSize: 10, includeMetadata: true },
