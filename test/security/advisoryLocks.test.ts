@@ -116,8 +116,10 @@ describe('advisory locks held by a client', () => {
     const t = await createSecuredSchema();
     const client = await createClientRole(t);
     const executorId = `host-${t.schema}`;
-    await holdAdvisoryLock(client, `stepd.executor:${t.schema}:${executorId}`, `stepd-executor:${executorId}`);
+    const spoof = await holdAdvisoryLock(client, `stepd.executor:${t.schema}:${executorId}`, `stepd-executor:${executorId}`);
     await leasesRefused(client, `executor:${executorId}`);
+    // Its session, with the listener's application_name, never counts as an executor's.
+    expect(await t.q(`SELECT stepd.stepd_executor_session_alive($1, $2) AS alive`, [spoof, `stepd-executor:${executorId}`])).toEqual([{ alive: false }]);
 
     const first = await startConfiguredExecutor(t, {}, { options: { executorId } });
     await assertServing(t);
