@@ -82,6 +82,8 @@ async function admitBatch(
     const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit);
     for (const row of rows) {
       onRow?.(row);
+      // Admitted (not refused by the statement): its first step row is counted already.
+      if (row.status !== 'failed') w.precountFirstStep(row.id, row.step_count);
       await admitOne(deps, client, row, w);
     }
     await w.finish(deps.emitEvents);
@@ -109,7 +111,7 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   }
   const row = await checkActingUser(deps, client, admitted, w);
   if (!row) return;
-  const compiled = deps.cache.compiler.compile(row.flow);
+  const compiled = deps.cache.compiler.compileJsonText(row.flow_text ?? 'null');
   // Issues and messages may quote the client's text: storable* keeps them within what jsonb accepts.
   const refusal: ErrorData | undefined = compiled.ok
     ? (admissionProblem(row.name, row.input, deps.cache.compiler.caps) ?? storableProblem(inputSchemaProblem(compiled.flow.inputSchema, row.input)))
@@ -123,7 +125,6 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   }
   const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
   deps.cache.put(wf);
-  w.setStepCount(row.id, row.step_count);
   if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
   const advance = new Advance(client, deps, wf, w);
   advance.event('workflow.started');

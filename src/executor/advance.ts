@@ -74,7 +74,7 @@ export class Advance implements ForkHost {
   }
 
   event(type: StepdEvent['type'], extra: Partial<StepdEvent> = {}): void {
-    this.writer.event({ type, schema: this.deps.schema, workflowId: this.wf.id, at: new Date().toISOString(), ...extra });
+    this.writer.event({ type, schema: this.deps.schema, workflowId: this.wf.id, at: this.writer.at, ...extra });
   }
 
   /** Outcomes recorded by the batch before any is applied: until applied, they count as live. */

@@ -6,6 +6,7 @@ import { coerceError, StepError, StepTimeoutError } from '../errors.js';
 import type { CompiledStep } from '../flow/compiled.js';
 import type { ClaimedStep } from '../db/queries.js';
 import type { ToolRegistry } from '../tools/registry.js';
+import type { ToolContext } from '../tools/tool.js';
 import { valueCapError, type Caps } from '../flow/caps.js';
 import type { Outcome } from './advance.js';
 import type { StepProgressSink } from './stepProgress.js';
@@ -97,45 +98,53 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     throw new StepError('step_mismatch', `step "${row.name}" row names tool "${row.tool}" but the flow says "${tool}"; refusing to run it`);
   }
   deps.permissions?.check(row.created_by, tool);
+  // An instant tool (core.echo, core.noop, core.fail: no I/O, no timer) answers before any
+  // timeout could fire or an abort could matter: no timer, no second controller, no race.
+  if (deps.tools.isInstant(tool) && !deps.trace) return deps.tools.call(tool, row.args ?? {}, toolContext(row, signal));
 
-  const timeout = new AbortController();
-  const combined = AbortSignal.any([signal, timeout.signal]);
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const err = new StepTimeoutError(step.timeoutMs);
-      timeout.abort(err);
-      reject(err);
-    }, step.timeoutMs);
-  });
-  const aborted = new Promise<never>((_, reject) => {
-    const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new StepError('aborted', 'step was aborted', { retryable: true }));
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
+  // One controller for the call, aborted by the step's signal or by the timeout (AbortSignal.any
+  // would do the same at several microseconds and a weak reference per call).
+  const call = new AbortController();
+  let rejectCall: (err: Error) => void = () => {};
+  const stopped = new Promise<never>((_, reject) => (rejectCall = reject));
+  const stop = (err: Error) => {
+    if (call.signal.aborted) return;
+    call.abort(err);
+    rejectCall(err);
+  };
+  const onAbort = () => stop(signal.reason instanceof Error ? signal.reason : new StepError('aborted', 'step was aborted', { retryable: true }));
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => stop(new StepTimeoutError(step.timeoutMs)), step.timeoutMs);
   const progress = deps.progress?.(row);
   try {
     // A tool that ignores its signal must not hold the step past its timeout.
-    const call = (traceparent: string | undefined) =>
+    const invoke = (traceparent: string | undefined) =>
       deps.tools.call(tool, row.args ?? {}, {
-        workflowId: row.workflow_id,
-        stepId: row.id,
-        stepName: row.name,
-        attempt: row.attempt,
-        user: row.created_by,
-        idempotencyKey: `${row.workflow_id}:${row.name}:${row.first_attempt_id ?? row.id}`,
-        signal: combined,
+        ...toolContext(row, call.signal),
         ...(progress ? { onProgress: progress.report } : {}),
         ...(traceparent ? { traceparent } : {}),
       });
-    return await Promise.race([
-      deps.trace ? deps.trace.toolCall(tool, call) : call(undefined),
-      timedOut,
-      aborted,
-    ]);
+    return await Promise.race([deps.trace ? deps.trace.toolCall(tool, invoke) : invoke(undefined), stopped]);
   } finally {
     clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
+    // Nobody waits on it any longer; keep a late abort from being an unhandled rejection.
+    stopped.catch(() => {});
     // The last report is written before the outcome is queued (the write is fenced on the running attempt in any case).
     await progress?.close();
   }
+}
+
+/** What a tool is told about the call: the step, its attempt and user, its idempotency key. */
+function toolContext(row: ClaimedStep, signal: AbortSignal): ToolContext {
+  return {
+    workflowId: row.workflow_id,
+    stepId: row.id,
+    stepName: row.name,
+    attempt: row.attempt,
+    user: row.created_by,
+    idempotencyKey: `${row.workflow_id}:${row.name}:${row.first_attempt_id ?? row.id}`,
+    signal,
+  };
 }

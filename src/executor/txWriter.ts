@@ -8,6 +8,7 @@
  * (status running, owned by this executor): it starts without waiting for the next claim.
  */
 import {
+  uncountFirstSteps,
   completeWorkflowsIfNoLiveSteps,
   endWorkflowsCancellingLiveSteps,
   insertSteps,
@@ -65,14 +66,23 @@ export class TxWriter {
   private readonly workflowEnds: WorkflowEnd[] = [];
   /** Their outcomes recorded but never applied: cancelled with them. */
   private readonly endUnapplied: string[] = [];
+  /** Workflows admitted in this transaction whose first step row is counted already (precountFirstStep). */
+  private readonly precounted = new Set<string>();
   /** Run first by finish(): each workflow's deferred work (arrivals at its forks). */
   private readonly settlers: (() => Promise<void>)[] = [];
+
+  private atText: string | undefined;
 
   constructor(
     private readonly db: Queryable,
     readonly schema: string,
     private readonly claimOnCreate?: ClaimOnCreate,
   ) {}
+
+  /** The `at` of this transaction's events: the time of the first one (they commit together). */
+  get at(): string {
+    return (this.atText ??= new Date().toISOString());
+  }
 
   /** Step rows of `workflowId` so far, including queued ones (for the step budget). */
   stepCount(workflowId: string): number {
@@ -81,6 +91,26 @@ export class TxWriter {
 
   setStepCount(workflowId: string, count: number): void {
     this.counts.set(workflowId, count);
+  }
+
+  /**
+   * A workflow admitted in this transaction, whose admission counted its first step row in
+   * advance (`countWithFirst`): the first row inserted for it is not counted again, so the
+   * workflow row is written once; if it gets no row, finish() takes the count back.
+   */
+  precountFirstStep(workflowId: string, countWithFirst: number): void {
+    this.counts.set(workflowId, countWithFirst - 1);
+    this.precounted.add(workflowId);
+  }
+
+  /** Rows per workflow of `steps` counted already: the first row of each precounted workflow. */
+  private takePrecounted(steps: NewStep[]): Map<string, number> | undefined {
+    let taken: Map<string, number> | undefined;
+    for (const s of steps) {
+      if (!this.precounted.delete(s.workflowId)) continue;
+      (taken ??= new Map()).set(s.workflowId, 1);
+    }
+    return taken;
   }
 
   event(e: StepdEvent): void {
@@ -126,14 +156,15 @@ export class TxWriter {
   async insertNow(step: NewStep): Promise<string> {
     await this.flush();
     this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
-    const [id] = await insertSteps(this.db, [step]);
+    const [id] = await insertSteps(this.db, [step], undefined, this.takePrecounted([step]));
     return id!;
   }
 
   async flush(notify?: StepNotify): Promise<void> {
     if (this.queued.length === 0) return;
     const batch = this.queued.splice(0, this.queued.length);
-    const ids = await insertSteps(this.db, batch.map((q) => q.step), notify);
+    const steps = batch.map((q) => q.step);
+    const ids = await insertSteps(this.db, steps, notify, this.takePrecounted(steps));
     for (const { step } of batch) {
       if (step.status !== 'ready') continue;
       const delay = step.readyAt !== undefined ? step.readyAt.getTime() - Date.now() : (step.readyInMs ?? 0);
@@ -154,7 +185,7 @@ export class TxWriter {
         step: q.step.name,
         attempt: q.step.attempt,
         ...(q.step.itemIndex !== null ? { itemIndex: q.step.itemIndex } : {}),
-        at: new Date().toISOString(),
+        at: this.at,
       });
     });
   }
@@ -195,9 +226,11 @@ export class TxWriter {
       // The common chain case: the rows and every event go out in one statement.
       const payloads = this.events.splice(0, this.events.length).map(eventPayload);
       await this.flush({ channel: EVENTS_CHANNEL, payloads, startedSchema: this.schema });
+      await this.uncountUnused();
       return;
     }
     await this.flush();
+    await this.uncountUnused();
     if (this.workflowEnds.length > 0) {
       const ends = this.workflowEnds.splice(0);
       this.cancelledRunning.push(...(await endWorkflowsCancellingLiveSteps(this.db, ends, this.endUnapplied.splice(0))));
@@ -212,6 +245,14 @@ export class TxWriter {
       }
     }
     if (emitEvents) await notifyEvents(this.db, EVENTS_CHANNEL, this.events.map(eventPayload));
+  }
+
+  /** Admitted workflows that got no row (refused, or ended at once): their first step was counted for nothing. */
+  private async uncountUnused(): Promise<void> {
+    if (this.precounted.size === 0) return;
+    const ids = [...this.precounted];
+    this.precounted.clear();
+    await uncountFirstSteps(this.db, ids);
   }
 
   /** After a rollback: give back every limit reserved for steps claimed on creation. */

@@ -85,6 +85,23 @@ export class FlowCompiler {
     private readonly capacity = 200,
   ) {}
 
+  /**
+   * Compiles a flow given as its JSON text (as PostgreSQL returns `flow::text`): a flow seen
+   * before costs a map lookup, not a parse.
+   */
+  compileJsonText(text: string): CompileResult {
+    const hit = this.byText.get(text);
+    if (hit) return hit;
+    let flow: unknown;
+    try {
+      flow = JSON.parse(text);
+    } catch (err) {
+      // Valid jsonb that JavaScript cannot parse (nested too deep for its stack).
+      return { ok: false, issues: [{ path: '', message: `flow cannot be read: ${(err as Error).message}` }] };
+    }
+    return this.remember(text, compileFlow(flow, { caps: this.caps }));
+  }
+
   compile(flow: unknown): CompileResult {
     let key: string;
     try {
@@ -95,7 +112,10 @@ export class FlowCompiler {
     }
     const hit = this.byText.get(key);
     if (hit) return hit;
-    const compiled = compileFlow(flow, { caps: this.caps });
+    return this.remember(key, compileFlow(flow, { caps: this.caps }));
+  }
+
+  private remember(key: string, compiled: CompileResult): CompileResult {
     this.byText.set(key, compiled);
     if (this.byText.size > this.capacity) this.byText.delete(this.byText.keys().next().value!);
     return compiled;

@@ -13,7 +13,9 @@ function fakeDb(): Queryable {
   let next = 1;
   return {
     query: async <R>(config: { values?: unknown[] }) => {
-      const n = (config.values?.[0] as unknown[] | undefined)?.length ?? 0;
+      // insertSteps sends its rows as one JSON array.
+      const rows = config.values?.[0];
+      const n = typeof rows === 'string' ? (JSON.parse(rows) as unknown[]).length : 0;
       return { rows: Array.from({ length: n }, () => ({ id: String(next++) })) as R[], rowCount: n };
     },
   };

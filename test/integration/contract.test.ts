@@ -257,6 +257,22 @@ describe('wake-ups on stepd_wakeup', () => {
     ]);
   });
 
+  it('come once per INSERT statement, naming its first new workflow, however many rows it inserts', async () => {
+    const t = await createTestSchema();
+    const got = await listenForWakeups(t);
+    const rows = await t.q<{ id: string }>(
+      `INSERT INTO stepd.workflows (name, flow) SELECT 'burst', $1::jsonb FROM generate_series(1, 50) RETURNING id`,
+      [JSON.stringify(GATE_FLOW)],
+    );
+    const marker = await insertWorkflow(t, GATE_FLOW);
+    await waitFor(() => got.length >= 2, 'the wake-ups of both statements');
+    const first = Math.min(...rows.map((r) => Number(r.id)));
+    expect(got).toEqual([
+      { schema: t.schema, table: 'workflows', id: first, status: 'new' },
+      { schema: t.schema, table: 'workflows', id: Number(marker), status: 'new' },
+    ]);
+  });
+
   it("stay quiet for the executor's own writes", async () => {
     const t = await createTestSchema();
     const got = await listenForWakeups(t);

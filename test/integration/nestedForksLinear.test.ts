@@ -37,7 +37,10 @@ function countTransactions(): { transactions: Recorded[]; reset: () => void } {
       rec?.statements.push(text);
       const name = (first as { name?: string } | null)?.name ?? '';
       const values = (first as { values?: unknown[] } | null)?.values;
-      if (rec && name.startsWith('stepd_lock_workflows_and_finish_steps') && Array.isArray(values?.[2])) rec.finishing.push(...(values[2] as string[]));
+      // The outcomes travel as one JSON array of {id, status, …}.
+      if (rec && name.startsWith('stepd_lock_workflows_and_finish_steps') && typeof values?.[2] === 'string') {
+        rec.finishing.push(...(JSON.parse(values[2]) as { id: string }[]).map((o) => o.id));
+      }
     }
     return original.apply(this, args);
   };

@@ -88,7 +88,9 @@ export async function lockWorkflowsAndFinishSteps(
                 SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
                     error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
                     started_at = coalesce(s.started_at, now()), lease_until = NULL
-               FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[]) AS u(id, status, result, error, args)
+               FROM (SELECT (e.v ->> 'id')::bigint AS id, e.v ->> 'status' AS status, e.v -> 'result' AS result,
+                            e.v -> 'error' AS error, e.v -> 'args' AS args
+                       FROM jsonb_array_elements($3::jsonb) AS e(v)) u
               WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
                 AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))
           RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
@@ -96,15 +98,8 @@ export async function lockWorkflowsAndFinishSteps(
            SELECT (SELECT coalesce(json_agg(json_build_object(
                      'id', l.id::text, 'status', l.status, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
                   (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished`,
-    values: [
-      executorId,
-      workflowIds,
-      values.map((v) => v.id),
-      values.map((v) => v.status),
-      values.map((v) => jsonParam(v.result ?? null)),
-      values.map((v) => jsonParam(v.error)),
-      values.map((v) => jsonParam(v.args)),
-    ],
+    // The outcomes as one JSON array (see insertSteps); a done step's result is JSON null at least.
+    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error, args: v.args })))],
   });
   return rows[0] ?? { workflows: [], finished: [] };
 }

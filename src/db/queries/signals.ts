@@ -8,8 +8,10 @@ export async function notifyEvents(db: Queryable, channel: string, payloads: str
   if (payloads.length === 0) return;
   await db.query({
     name: 'stepd_notify_events',
-    text: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
-    values: [channel, payloads],
+    // One JSON array, not a text[]: the driver escapes every quote of a text[] element in
+    // JavaScript, and event payloads are JSON, full of quotes.
+    text: `SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p`,
+    values: [channel, JSON.stringify(payloads)],
   });
 }
 

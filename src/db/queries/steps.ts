@@ -45,75 +45,90 @@ export interface StepNotify {
 
 /**
  * Inserts step rows (of any number of workflows) in one statement and counts them against
- * each workflow's budget. Returns the new ids in input order: rows are inserted in ordinal
+ * each workflow's budget (`step_count`), less `counted`: rows per workflow already counted (a
+ * first step, counted by its admission). Returns the new ids in input order: rows are inserted in ordinal
  * order, so their identity values ascend with it.
  */
-export async function insertSteps(db: Queryable, steps: NewStep[], notify?: StepNotify): Promise<string[]> {
+export async function insertSteps(db: Queryable, steps: NewStep[], notify?: StepNotify, counted?: Map<string, number>): Promise<string[]> {
   if (steps.length === 0) return [];
-  const col = <T>(f: (s: NewStep) => T) => steps.map(f);
   const { rows } = await db.query<{ id: string }>({
     name: 'stepd_insert_steps',
+    // The rows travel as one JSON array (the driver would escape every element of 17 arrays in
+    // JavaScript); `args`, `result` and `error` are read with ->, so a JSON null stays 'null'
+    // and an absent key is SQL NULL.
     text: `WITH ins AS (
              INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
                                          expires_at, result, error, started_at, completed_at, executor_id, lease_until,
                                          fanout_open, first_attempt_id)
-             SELECT u.workflow_id, u.name, u.tool, u.args, u.status, u.attempt,
+             SELECT u.workflow_id, u.name, u.tool, e.v -> 'args', u.status, u.attempt,
                     CASE WHEN u.status IN ('ready', 'running')
                          THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
                     u.fanout_id, u.item_index,
                     CASE WHEN u.expires_in IS NOT NULL THEN now() + u.expires_in * interval '1 millisecond' END,
-                    u.result, u.error,
+                    e.v -> 'result', e.v -> 'error',
                     CASE WHEN u.status IN ('done', 'failed', 'running') THEN now() END,
                     CASE WHEN u.status IN ('done', 'failed') THEN now() END,
                     u.executor_id,
                     CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END,
-                    u.fanout_open, u.first_attempt_id
-               FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::int[], $7::bigint[],
-                           $8::timestamptz[], $9::bigint[], $10::int[], $11::bigint[], $12::jsonb[], $13::jsonb[],
-                           $14::text[], $15::bigint[], $16::boolean[], $17::bigint[])
-                    WITH ORDINALITY
-                    AS u(workflow_id, name, tool, args, status, attempt, ready_in, ready_at, fanout_id, item_index,
-                         expires_in, result, error, executor_id, lease_ms, fanout_open, first_attempt_id, ord)
-              ORDER BY u.ord
+                    coalesce(u.fanout_open, false), u.first_attempt_id
+               FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(v, ord)
+               CROSS JOIN LATERAL jsonb_to_record(e.v)
+                    AS u(workflow_id bigint, name text, tool text, status text, attempt int, ready_in bigint, ready_at timestamptz,
+                         fanout_id bigint, item_index int, expires_in bigint, executor_id text, lease_ms bigint,
+                         fanout_open boolean, first_attempt_id bigint)
+              ORDER BY e.ord
              RETURNING id, workflow_id, name, attempt, item_index, status),
            counted AS (
              UPDATE workflows w SET updated_at = now(), step_count = w.step_count + c.n
-               FROM (SELECT workflow_id, count(*) AS n FROM ins GROUP BY workflow_id) c
-              WHERE w.id = c.workflow_id),
+               FROM (SELECT workflow_id, count(*) - coalesce(($5::jsonb ->> workflow_id::text)::int, 0) AS n
+                       FROM ins GROUP BY workflow_id) c
+              WHERE w.id = c.workflow_id AND c.n > 0),
            events AS (
-             SELECT 1 AS grp, e.ord AS ord, e.payload FROM unnest($19::text[]) WITH ORDINALITY AS e(payload, ord)
+             SELECT 1 AS grp, e.ord AS ord, e.payload FROM json_array_elements_text($3::json) WITH ORDINALITY AS e(payload, ord)
              UNION ALL
              SELECT 2, i.id, jsonb_strip_nulls(jsonb_build_object(
-                      'type', 'step.started', 'schema', $20::text, 'workflowId', i.workflow_id::text,
+                      'type', 'step.started', 'schema', $4::text, 'workflowId', i.workflow_id::text,
                       'stepId', i.id::text, 'step', left(i.name, 200), 'attempt', i.attempt, 'itemIndex', i.item_index,
                       'at', now()))::text
-               FROM ins i WHERE i.status = 'running' AND $20::text IS NOT NULL),
-           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($18, payload) FROM events ORDER BY grp, ord) x)
+               FROM ins i WHERE i.status = 'running' AND $4::text IS NOT NULL),
+           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($2, payload) FROM events ORDER BY grp, ord) x)
            SELECT id, (SELECT n FROM sent) AS notified FROM ins ORDER BY id`,
     values: [
-      col((s) => s.workflowId),
-      col((s) => s.name),
-      col((s) => s.tool),
-      col((s) => jsonParam(s.args)),
-      col((s) => s.status),
-      col((s) => s.attempt),
-      col((s) => (s.readyInMs === undefined ? null : Math.max(0, Math.round(s.readyInMs)))),
-      col((s) => s.readyAt ?? null),
-      col((s) => s.fanoutId),
-      col((s) => s.itemIndex),
-      col((s) => (s.expiresInMs === undefined ? null : Math.round(s.expiresInMs))),
-      col((s) => jsonParam(s.result)),
-      col((s) => jsonParam(s.error)),
-      col((s) => s.executorId ?? null),
-      col((s) => (s.leaseMs === undefined ? null : Math.round(s.leaseMs))),
-      col((s) => s.fanoutOpen === true),
-      col((s) => s.firstAttemptId ?? null),
+      JSON.stringify(steps.map(stepRecord)),
       notify?.channel ?? 'stepd_events',
-      notify?.payloads ?? [],
+      JSON.stringify(notify?.payloads ?? []),
       notify?.startedSchema ?? null,
+      JSON.stringify(Object.fromEntries(counted ?? [])),
     ],
   });
   return rows.map((r) => r.id);
+}
+
+/**
+ * A new row as insertSteps sends it. JSON.stringify leaves out undefined keys, which read as SQL
+ * NULL; so do null and false where they mean the same (fewer bytes per row). `args`, `result`
+ * and `error` keep a JSON null: there it is a value.
+ */
+function stepRecord(s: NewStep): Record<string, unknown> {
+  return {
+    workflow_id: s.workflowId,
+    name: s.name,
+    tool: s.tool ?? undefined,
+    args: s.args,
+    status: s.status,
+    attempt: s.attempt,
+    ready_in: s.readyInMs === undefined ? undefined : Math.max(0, Math.round(s.readyInMs)),
+    ready_at: s.readyAt,
+    fanout_id: s.fanoutId ?? undefined,
+    item_index: s.itemIndex ?? undefined,
+    expires_in: s.expiresInMs === undefined ? undefined : Math.round(s.expiresInMs),
+    result: s.result,
+    error: s.error,
+    executor_id: s.executorId,
+    lease_ms: s.leaseMs === undefined ? undefined : Math.round(s.leaseMs),
+    fanout_open: s.fanoutOpen === true ? true : undefined,
+    first_attempt_id: s.firstAttemptId,
+  };
 }
 
 /** The latest done attempt of each named step: what `{{steps.NAME.result}}` reads. */

@@ -8,8 +8,10 @@ import { jsonParam, type Queryable } from './common.js';
 
 export type AdmittedWorkflow = Pick<
   WorkflowRow,
-  'id' | 'name' | 'flow' | 'flow_version' | 'input' | 'created_by' | 'created_role' | 'step_count' | 'status' | 'error'
+  'id' | 'name' | 'flow_version' | 'input' | 'created_by' | 'created_role' | 'step_count' | 'status' | 'error'
 > & {
+  /** The flow as JSON text (null for a refused start by name): the executor's compiler caches by it, parsing only a new one. */
+  flow_text: string | null;
   /** Whether created_role may act as anyone (the database decides: superuser, executor or owner member). */
   role_trusted: boolean;
 };
@@ -21,6 +23,10 @@ export type AdmittedWorkflow = Pick<
  * named `name`, or `flow_version`; the same statement copies that flow into the row and pins its
  * version. A row naming no registered flow (or version) is failed by the same statement with
  * `unknown_flow` (returned with status 'failed'), so it can never hold the batch back.
+ *
+ * The row of an admitted workflow's first step is counted in `step_count` in advance (returned
+ * with it): the executor inserts it in the same transaction without writing the workflow row
+ * again (TxWriter.precountFirstStep), and takes the count back if it inserts none.
  */
 export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
@@ -48,16 +54,26 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, l
                  SELECT max(version) AS version FROM flows WHERE w.flow IS NULL AND name = w.name) latest ON true)
            UPDATE workflows w SET updated_at = now(), started_at = now(),
                   status = CASE WHEN r.refusal IS NULL THEN 'running' ELSE 'failed' END,
+                  step_count = CASE WHEN r.refusal IS NULL THEN w.step_count + 1 ELSE w.step_count END,
                   error = r.refusal,
                   completed_at = CASE WHEN r.refusal IS NULL THEN NULL ELSE now() END,
                   flow = coalesce(w.flow, r.registered),
                   flow_version = CASE WHEN w.flow IS NULL THEN coalesce(r.version, w.flow_version) ELSE w.flow_version END
              FROM resolved r WHERE w.id = r.id
-        RETURNING w.id, w.name, w.flow, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error,
+        RETURNING w.id, w.name, w.flow::text AS flow_text, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error,
                   (w.created_role IS NULL OR stepd_role_is_trusted(w.created_role)) AS role_trusted`,
     values: [limit],
   });
   return rows;
+}
+
+/** Takes back the first-step rows counted in advance at admission for workflows that got none (TxWriter). */
+export async function uncountFirstSteps(db: Queryable, workflowIds: string[]): Promise<void> {
+  await db.query({
+    name: 'stepd_uncount_first_steps',
+    text: `UPDATE workflows SET updated_at = now(), step_count = step_count - 1 WHERE id = ANY($1::bigint[]) AND step_count > 0`,
+    values: [workflowIds],
+  });
 }
 
 /** Records the user a client role's workflow runs as (its own name when it gave none). */
