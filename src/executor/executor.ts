@@ -24,9 +24,8 @@ import { drainAndClose } from './shutdown.js';
 import { RunningTasks } from './runningTasks.js';
 import { StepTasks } from './stepTasks.js';
 import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
-import { admissionPace } from './admissionPace.js';
+import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
-import { StartAtAlarm } from './startAtAlarm.js';
 import { Waker } from './waker.js';
 import { runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
@@ -36,6 +35,12 @@ import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 
 export { DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from './options.js';
 import type { ExecutorOptions } from './options.js';
+
+/**
+ * Admission transactions at once. Two (one in the database while the next is prepared) measured
+ * no faster than one on the 2-core bench machine, which a burst keeps busy either way.
+ */
+const MAX_ADMISSIONS_IN_FLIGHT = 1;
 
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
 const TOOLLESS_BATCH = 32;
@@ -59,22 +64,15 @@ export class Executor {
   private reconcilePending = false;
   private readonly slots: Slots;
   private readonly waker: Waker;
-  /** Wakes admission when the earliest delayed start (start_at) comes. */
-  private readonly startAlarm = new StartAtAlarm(() => {
-    this.admitPending = true;
-    this.wake();
-  });
   private readonly fairness = newFairClaimState();
   /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
   private toollessPending = true;
-  /** Since when new workflows wait for a free slot of this executor (undefined: they don't). */
-  private admitBlockedSince: number | undefined;
   private stopping = false;
   private started = false;
-  /** Whether ready steps may be waiting that the last claim did not take. */
+  /** Whether ready steps may wait that the last claim did not take (any wake-up, full claim, alarm, poll). */
   private moreReady = true;
-  /** Whether new workflows may be waiting: set by their NOTIFY, a poll tick, or a full batch. */
-  private admitPending = true;
+  /** Admission transactions beside the loop (admissionLane.ts); `pending`: new workflows may wait. */
+  private readonly admission: AdmissionLane;
   /** Whether redrive requests may be waiting: set by their NOTIFY and every poll tick (redrive.ts). */
   private redrivePending = true;
   private loopDone: Promise<void> | undefined;
@@ -88,12 +86,12 @@ export class Executor {
     this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
     this.metrics = deps.metrics ?? NO_METRICS;
     this.tracing = deps.tracing ?? NO_TRACING;
-    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = true) });
+    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = this.moreReady = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
       onRecovered: () => {
         this.reconcilePending = true;
-        this.admitPending = true;
+        this.admission.pending = true;
         this.wake();
       },
     });
@@ -127,6 +125,24 @@ export class Executor {
     this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch), prefetch);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
     this.tasks = new StepTasks({ core, tx: this.tx, running: this.running, outcomes: this.outcomes, runDeps: runStepDepsOf(core) });
+    this.admission = new AdmissionLane({
+      admitBatch: opts.admitBatch,
+      maxInFlight: MAX_ADMISSIONS_IN_FLIGHT,
+      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), claimSlots),
+      nextStartAtInMs: () => nextStartAtInMs(this.pool),
+      onAdmitted: (r) => {
+        this.outage.succeeded();
+        // First steps left ready: let finishing steps free slots for the claims (claimOnCreate).
+        if (r.readyNow) this.moreReady = this.slots.backlog = true;
+        if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
+      },
+      onError: (err) => {
+        if (!this.outage.failed(err, 'admission')) deps.log.error({ err }, 'admitting new workflows failed; retrying');
+        if (this.outage.active) this.reconcilePending = true;
+      },
+      wake: () => this.wake(),
+      wakeIn: (ms) => this.wakeIn(ms),
+    });
     this.listener = new Listener({
       pool: poolOpts,
       schema: opts.schema,
@@ -137,7 +153,7 @@ export class Executor {
       outage: this.outage,
       onWakeup: (p) => this.onWakeup(p),
       onReconnect: () => {
-        this.admitPending = this.redrivePending = true;
+        this.admission.pending = this.redrivePending = true;
         this.wake();
       },
     });
@@ -193,7 +209,7 @@ export class Executor {
    * step would cost an empty claim.
    */
   private slotFreed(): void {
-    if (this.moreReady || this.admitPending) this.wake();
+    if (this.moreReady || this.admission.pending) this.wake();
   }
 
   private onWakeup(p: WakeupPayload): void {
@@ -205,7 +221,7 @@ export class Executor {
       return;
     }
     if (p.table === 'workflows' && p.status === 'running') this.redrivePending = true;
-    else if (p.table === 'workflows') this.admitPending = true;
+    else if (p.table === 'workflows') this.admission.pending = true;
     else this.toollessPending = true;
     this.wake();
   }
@@ -236,18 +252,20 @@ export class Executor {
         // Prefetched steps waiting for a slot count as room for admission: slots are about to free,
         // and a new workflow must not wait behind them (its first step is claimed fairly).
         const free = this.slots.free + this.slots.waiting;
-        const touchesDb = this.admitPending || free > 0;
-        if (this.admitPending) admitted = await this.admit(free);
+        const touchesDb = free > 0;
+        admitted = this.admission.start(free, this.slots.backlog);
         if (this.redrivePending) await this.redrive();
         const left = this.slots.claimable;
-        if (left > 0) claimed = await this.claimAndRun(left);
-        else if (this.toollessPending) claimed = await this.claimToolless();
+        // Only when ready steps may wait: an empty claim would hold the next admission back.
+        if (left > 0) {
+          if (this.moreReady) claimed = await this.claimAndRun(left);
+        } else if (this.toollessPending) claimed = await this.claimToolless();
         if (touchesDb || left > 0) this.outage.succeeded();
         errors = 0;
         const busy = this.slots.claimable > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.waker.isWoken && !this.stopping) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admitPending = this.toollessPending = this.redrivePending = true;
+          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admission.pending = this.toollessPending = this.redrivePending = this.moreReady = true;
           // Steps finishing together free their slots in the same tick: claim for all of them at once.
           await new Promise((r) => setImmediate(r));
         }
@@ -270,34 +288,6 @@ export class Executor {
   /** Runs a transaction that may claim the steps it creates (see runWithCreateClaims). */
   private withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
     return runWithCreateClaims(this.claimOnCreate(maxSlots), fn, (claimed) => this.tasks.startClaimed(claimed));
-  }
-
-  /** Admits new workflows, as many as admissionPace says (admissionPace.ts). */
-  private async admit(free: number): Promise<number> {
-    if (free === 0) this.admitBlockedSince ??= Date.now();
-    const blockedForMs = free > 0 ? 0 : Date.now() - this.admitBlockedSince!;
-    const pace = admissionPace({ free, backlog: this.slots.backlog, admitBatch: this.opts.admitBatch, blockedForMs });
-    if (!pace.admit) {
-      this.wakeIn(pace.retryInMs);
-      return 0;
-    }
-    const { limit, claimSlots: slots } = pace;
-    this.admitBlockedSince = undefined;
-    this.admitPending = false;
-    const r = await this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), slots);
-    if (r.readyNow) {
-      this.moreReady = true;
-      // First steps left ready: let finishing steps free slots for the claims (claimOnCreate).
-      this.slots.backlog = true;
-    }
-    if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
-    if (r.admitted >= limit) this.admitPending = true;
-    // Caught up: if a workflow waits for its start_at, be woken for it (not by a fast poll).
-    else {
-      const ms = await nextStartAtInMs(this.pool);
-      if (ms !== undefined) this.startAlarm.setIn(ms);
-    }
-    return r.admitted;
   }
 
   /** Handles redrive requests (failed workflows set back to running); what they create is claimed like a transition's. */
@@ -388,9 +378,10 @@ export class Executor {
     this.stopping = true;
     this.moreReady = true;
     this.waker.close();
-    this.startAlarm.close();
+    this.admission.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
+    await this.admission.idle();
     await this.watchdogRun;
     const { pool, running, outcomes, heartbeat, listener } = this;
     const parts = { pool, running, outcomes, heartbeat, listener, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
