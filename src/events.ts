@@ -91,6 +91,8 @@ const MAX_PAYLOAD_BYTES = 7_000;
 export function eventPayload(event: StepdEvent): string {
   const slim: StepdEvent = event.error ? { ...event, error: { code: event.error.code, message: event.error.message } } : event;
   let text = JSON.stringify(slim);
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: a short payload needs no count.
+  if (text.length * 3 <= MAX_PAYLOAD_BYTES) return text;
   if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES && slim.error) {
     text = JSON.stringify({ ...slim, error: { code: slim.error.code, message: `${slim.error.message.slice(0, 1_000)}…` } });
   }

@@ -34,6 +34,8 @@ export interface OutcomeQueueOptions {
   alone?: boolean;
 }
 
+const NOTHING = (): void => {};
+
 interface Entry {
   input: FinishInput;
   resolve: () => void;
@@ -72,14 +74,17 @@ export class OutcomeQueue {
 
   /** Resolves once the outcome is recorded (or given up on). Never rejects. */
   push(input: FinishInput): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.abandoned) {
-        this.opts.log.warn({ stepId: input.stepId }, 'outcome not recorded: the executor is stopping; the watchdog will retry the step');
-        return resolve();
-      }
-      this.pending.push({ input, resolve });
-      this.draining ??= this.drain().finally(() => (this.draining = undefined));
-    });
+    return new Promise((resolve) => this.add(input, resolve));
+  }
+
+  /** Queues an outcome; `recorded` is called once it is recorded (or given up on). */
+  add(input: FinishInput, recorded: () => void = NOTHING): void {
+    if (this.abandoned) {
+      this.opts.log.warn({ stepId: input.stepId }, 'outcome not recorded: the executor is stopping; the watchdog will retry the step');
+      return recorded();
+    }
+    this.pending.push({ input, resolve: recorded });
+    this.draining ??= this.drain().finally(() => (this.draining = undefined));
   }
 
   /** Waits until everything pushed so far is recorded (or given up on). */

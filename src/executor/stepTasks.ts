@@ -61,7 +61,8 @@ export class StepTasks {
     const { cache, pool, opts } = this.deps.core;
     const log = this.deps.core.deps.log;
     const started = Date.now();
-    const wf = (await cache.load(pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
+    // Cached from its admission or last transition (the usual case); else loaded.
+    const wf = cache.get(row.workflow_id) ?? (await cache.load(pool, [row.workflow_id]).catch(() => new Map())).get(row.workflow_id);
     const step = wf?.flow.steps.get(row.name);
     if (started - claimedAt > opts.leaseGraceMs / 2) {
       // Prefetched and kept waiting for a slot: its lease ran meanwhile. Renewed, or no longer ours.
@@ -79,7 +80,7 @@ export class StepTasks {
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
     // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
     // with claiming and running the next steps. stop() waits for the queue to drain.
-    void this.deps.outcomes.push({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    this.deps.outcomes.add({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
     return outcome;
   }
 }

@@ -272,6 +272,7 @@ export class TxWriter {
 /** The row of a step claimed as it was created, as the claim query would have returned it. */
 export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
   const s = c.step;
+  const now = new Date();
   return {
     id: c.id,
     workflow_id: s.workflowId,
@@ -285,8 +286,8 @@ export function claimedRow(c: CreatedClaim, executorId: string): ClaimedStep {
     ready_at: null,
     started_at: null,
     completed_at: null,
-    created_at: new Date(),
-    updated_at: new Date(),
+    created_at: now,
+    updated_at: now,
     lease_until: null,
     executor_id: executorId,
     fanout_id: s.fanoutId,

@@ -86,10 +86,12 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
            events AS (
              SELECT 1 AS grp, e.ord AS ord, e.payload FROM json_array_elements_text($3::json) WITH ORDINALITY AS e(payload, ord)
              UNION ALL
-             SELECT 2, i.id, jsonb_strip_nulls(jsonb_build_object(
-                      'type', 'step.started', 'schema', $4::text, 'workflowId', i.workflow_id::text,
-                      'stepId', i.id::text, 'step', left(i.name, 200), 'attempt', i.attempt, 'itemIndex', i.item_index,
-                      'at', now()))::text
+             SELECT 2, i.id, CASE WHEN i.item_index IS NULL
+                      THEN json_build_object('type', 'step.started', 'schema', $4::text, 'workflowId', i.workflow_id::text,
+                             'stepId', i.id::text, 'step', left(i.name, 200), 'attempt', i.attempt, 'at', now())
+                      ELSE json_build_object('type', 'step.started', 'schema', $4::text, 'workflowId', i.workflow_id::text,
+                             'stepId', i.id::text, 'step', left(i.name, 200), 'attempt', i.attempt, 'itemIndex', i.item_index,
+                             'at', now()) END::text
                FROM ins i WHERE i.status = 'running' AND $4::text IS NOT NULL),
            sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($2, payload) FROM events ORDER BY grp, ord) x)
            SELECT id, (SELECT n FROM sent) AS notified FROM ins ORDER BY id`,
