@@ -82,6 +82,14 @@ export function coerceError(err: unknown): StepError {
 /** PostgreSQL error codes for which a whole transaction may simply be tried again. */
 const RETRYABLE_PG_CODES = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '08000', '08003', '08006', '53300']);
 
+/**
+ * A lock was not granted within the transaction's `lock_timeout` (55P03): another transaction
+ * holds the row, for longer than this one was willing to wait.
+ */
+export function isLockNotAvailable(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '55P03';
+}
+
 export function isRetryablePgError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code)) return true;

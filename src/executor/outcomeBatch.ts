@@ -18,6 +18,7 @@
 import {
   finishGateIfExpired,
   finishStepIfLeaseExpired,
+  limitLockWaitsInTransaction,
   lockWorkflowsAndFinishSteps,
   type FinishValues,
   type FinishedStep,
@@ -29,6 +30,13 @@ import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
 import type { ClaimOnCreate } from './txWriter.js';
 import type { FinishInput, TxDeps, TxResult } from './transactions.js';
 import { emptyTxResult, inWriterTransaction } from './writerTransaction.js';
+
+/**
+ * How long a transaction of the alone lane waits for its workflow's row. Past it (another
+ * executor's long settle, or a client holding the row with SELECT … FOR UPDATE) the outcomes go
+ * to the back of the lane (OutcomeQueue), so one held workflow never holds the others.
+ */
+export const ALONE_LOCK_WAIT_MS = 2_000;
 
 export function finishValues(input: FinishInput): FinishValues {
   const values: FinishValues =
@@ -62,6 +70,7 @@ export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], cl
     const sorted = [...inputs].sort(byWorkflowThenStep);
     const running = sorted.filter((i) => i.guard === 'running');
     const workflowIds = [...new Set(sorted.map((i) => i.workflowId))];
+    if (alone) await limitLockWaitsInTransaction(client, ALONE_LOCK_WAIT_MS);
     const { workflows: locked, finished: rows } = await lockWorkflowsAndFinishSteps(client, deps.executorId, workflowIds, running.map(finishValues), {
       skipLocked: !alone,
     });

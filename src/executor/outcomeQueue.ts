@@ -10,6 +10,7 @@
  */
 import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
+import { isLockNotAvailable } from '../errors.js';
 import { backoffMs } from './dbOutage.js';
 import type { FinishInput, TxResult } from './transactions.js';
 
@@ -35,6 +36,9 @@ export interface OutcomeQueueOptions {
 }
 
 const NOTHING = (): void => {};
+
+/** How long the alone lane pauses before asking again for a row held elsewhere, when nothing else waits. */
+const HELD_RETRY_MS = 250;
 
 interface Entry {
   input: FinishInput;
@@ -131,6 +135,7 @@ export class OutcomeQueue {
       let deferred = new Map<string, FinishInput>();
       let failures = 0;
       let lostConnections = 0;
+      let heldElsewhere = false;
       while (!this.abandoned) {
         while (this.gate) await this.gate;
         const recordStart = performance.now();
@@ -150,6 +155,12 @@ export class OutcomeQueue {
         } catch (err) {
           this.recording = undefined;
           const ids = this.batch.map((b) => b.input.stepId);
+          if (this.opts.alone && isLockNotAvailable(err)) {
+            // Its workflow's row is held elsewhere: the other workflows waiting here go first.
+            this.opts.log.debug({ stepIds: ids }, 'workflow row held by another transaction; recording these outcomes after the others');
+            heldElsewhere = true;
+            break;
+          }
           if (this.opts.onFailure?.(err)) {
             // The database is away: keep the batch (outcomes finishing meanwhile join it) and wait.
             lostConnections++;
@@ -165,6 +176,14 @@ export class OutcomeQueue {
           this.opts.log.warn({ err, stepIds: ids, attempt: failures }, 'recording step outcomes failed; retrying');
           await this.wait(50 * 2 ** failures);
         }
+      }
+      if (heldElsewhere && !this.abandoned) {
+        const again = this.batch;
+        this.batch = [];
+        this.pending.push(...again);
+        // Nothing else waits: pause before asking for the row again.
+        if (this.pending.length === again.length) await this.wait(HELD_RETRY_MS);
+        continue;
       }
       if (this.abandoned && this.batch.length + this.pending.length > 0) {
         this.opts.log.warn(

@@ -7,13 +7,13 @@
  */
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
-import { endWorkflowCancellingLiveSteps, lockWorkflows, notifyEvents } from '../db/queries.js';
+import { endWorkflowCancellingLiveSteps, limitLockWaitsInTransaction, lockWorkflows, notifyEvents } from '../db/queries.js';
 import type { ClientsConfig } from '../configFile.js';
-import { isRetryablePgError } from '../errors.js';
+import { isLockNotAvailable, isRetryablePgError } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import type { AdvanceDeps, Outcome } from './advance.js';
 import { HeavyOutcome } from './outcomeBudget.js';
-import { recordOutcomeBatch } from './outcomeBatch.js';
+import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch } from './outcomeBatch.js';
 import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
 import type { WorkflowCache } from './workflowCache.js';
 import { emptyTxResult } from './writerTransaction.js';
@@ -95,7 +95,8 @@ export async function finishSteps(deps: TxDeps, given: FinishInput[], claim?: Cl
       const r = await finishSteps(deps, inputs.filter((i) => i.workflowId !== err.workflowId), claim);
       return { ...r, deferred: [...(r.deferred ?? []), ...heavy] };
     }
-    if (isRetryablePgError(err)) throw err;
+    // A row held elsewhere past the lane's lock wait: the queue tries the workflow again later.
+    if (isRetryablePgError(err) || isLockNotAvailable(err)) throw err;
     if (inputs.length > 1) {
       deps.log.warn({ err, count: inputs.length }, 'recording a batch of outcomes failed; recording them one by one');
       const merged = empty();
@@ -133,6 +134,8 @@ export function finishStep(deps: TxDeps, input: FinishInput): Promise<TxResult> 
 /** The workflow ran past its flow's `timeout`: fail it with `deadline`. */
 export async function failOverdueWorkflow(deps: TxDeps, workflowId: string): Promise<TxResult> {
   const r = await withTransaction(deps.pool, async (client): Promise<TxResult> => {
+    // The watchdog's: a row held elsewhere past the wait fails with 55P03 (retried at its next sweep).
+    await limitLockWaitsInTransaction(client, ALONE_LOCK_WAIT_MS);
     const [locked] = await lockWorkflows(client, [workflowId]);
     if (!locked || locked.status !== 'running') return empty();
     const error = { code: 'deadline', message: 'workflow ran past its timeout' };

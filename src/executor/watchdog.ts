@@ -22,7 +22,9 @@ import {
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
-import { failOverdueWorkflow, finishStep, type TxDeps, type TxResult } from './transactions.js';
+import { isLockNotAvailable } from '../errors.js';
+import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
+import { emptyTxResult } from './writerTransaction.js';
 
 export interface WatchdogDeps {
   tx: TxDeps;
@@ -40,6 +42,25 @@ export interface SweepReport {
   lost: number;
   gatesExpired: number;
   overdue: number;
+}
+
+/**
+ * Runs one rescue; if its workflow's row is held by another transaction past the lock wait (a
+ * long settle elsewhere, or a client holding it with SELECT … FOR UPDATE), it is left for the
+ * next sweep instead of ending this one: one held row never stops the other rescues.
+ */
+async function unlessHeld(deps: WatchdogDeps, what: { workflowId: string; stepId?: string }, fn: () => Promise<TxResult>): Promise<TxResult> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!isLockNotAvailable(err)) throw err;
+    deps.log.warn(what, 'workflow row held by another transaction; trying again at the next sweep');
+    return emptyTxResult();
+  }
+}
+
+function finishUnlessHeld(deps: WatchdogDeps, tx: TxDeps, input: FinishInput): Promise<TxResult> {
+  return unlessHeld(deps, { workflowId: input.workflowId, stepId: input.stepId }, () => finishStep(tx, input));
 }
 
 export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> {
@@ -66,7 +87,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
       },
     };
     // Fenced on the dead executor's id: finished only if still running under it.
-    const r = await finishStep({ ...deps.tx, executorId: row.executor_id }, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    const r = await finishUnlessHeld(deps, { ...deps.tx, executorId: row.executor_id }, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
     if (r.recorded.has(row.id)) {
       report.orphaned++;
       deps.log.warn({ workflowId: row.workflow_id, stepId: row.id, executorId: row.executor_id, silentMs: row.silent_ms }, 'executor stopped heartbeating; rescued its step');
@@ -82,7 +103,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
       status: 'failed',
       error: { code: 'lost', message: 'the executor running this step stopped answering before its lease ran out', retryable: true },
     };
-    const r = await finishStep(deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'lease-expired', outcome });
+    const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'lease-expired', outcome });
     if (r.recorded.has(row.id)) {
       report.lost++;
       deps.log.warn({ workflowId: row.workflow_id, stepId: row.id }, 'step lease expired; rescued');
@@ -100,7 +121,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
         : onTimeout === 'reject'
           ? { status: 'failed', error: { code: 'rejected', message: 'rejected: the approval timed out', retryable: false, details: { timedOut: true } } }
           : { status: 'failed', error: { code: 'gate_timeout', message: 'nobody approved the gate before its timeout', retryable: false } };
-    const r = await finishStep(deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'gate-expired', outcome });
+    const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'gate-expired', outcome });
     if (r.recorded.has(row.id)) {
       report.gatesExpired++;
       deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
@@ -109,7 +130,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   }
 
   for (const row of await findOverdueWorkflows(pool, batch)) {
-    const r = await failOverdueWorkflow(deps.tx, row.id);
+    const r = await unlessHeld(deps, { workflowId: row.id }, () => failOverdueWorkflow(deps.tx, row.id));
     if (r.recorded.size > 0) report.overdue++;
     deps.onResult(r);
   }

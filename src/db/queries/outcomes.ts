@@ -41,6 +41,18 @@ function finishValues(v: FinishValues): unknown[] {
   return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
 }
 
+/**
+ * For the rest of this transaction, a lock not granted within `ms` fails the statement (55P03)
+ * instead of waiting: for transactions that must not wait on a row someone else holds.
+ */
+export async function limitLockWaitsInTransaction(db: Queryable, ms: number): Promise<void> {
+  await db.query({
+    name: 'stepd_limit_lock_waits_in_transaction',
+    text: `SELECT set_config('lock_timeout', $1, true)`,
+    values: [`${Math.max(1, Math.round(ms))}ms`],
+  });
+}
+
 /** The watchdog's finish: only a running step whose lease has run out. */
 export async function finishStepIfLeaseExpired(db: Queryable, v: FinishValues): Promise<FinishedStep | undefined> {
   const { rows } = await db.query<FinishedStep>({

@@ -1,0 +1,96 @@
+/**
+ * Row locks held by a client. A client role may UPDATE workflows (to cancel or redrive), so it
+ * may also take their row locks with SELECT … FOR UPDATE and keep them as long as it likes. The
+ * executor must not let one held row stop the others: shared outcome batches skip held rows, the
+ * lane that records them one workflow at a time waits for a row at most a short while and then
+ * serves the others first, and the watchdog leaves a held row for its next sweep.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import type { ToolProvider } from '../../src/tools/tool.js';
+import { insertWorkflow, onCleanup, securityEnv, waitFor, waitForWorkflow, type TestSchema } from './helpers.js';
+
+/** Tool calls that answer when the test releases their workflow. */
+function holdTools(): ToolProvider & { waiting: Map<string, () => void>; release: (...workflowIds: string[]) => void } {
+  const waiting = new Map<string, () => void>();
+  return {
+    prefix: 'hold',
+    waiting,
+    release: (...ids) => {
+      for (const id of ids) waiting.get(id)?.();
+    },
+    call: (_tool, args, ctx) => new Promise((resolve) => waiting.set(ctx.workflowId, () => resolve(args))),
+    list: async () => [{ name: 'wait' }],
+  };
+}
+
+const HELD = (v: string) => ({ start: 'x', steps: { x: { tool: 'hold.wait', args: { v }, done: true, output: '{{result}}' } } });
+
+/** A client session holding workflow `id`'s row lock until `release()`. */
+async function holdRow(pool: pg.Pool, t: TestSchema, id: string): Promise<{ pid: number; release: () => Promise<void> }> {
+  const conn = await pool.connect();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await conn.query('ROLLBACK').catch(() => {});
+    conn.release(true);
+  };
+  onCleanup(release);
+  await conn.query('BEGIN');
+  await conn.query(`SELECT 1 FROM ${t.schema}.workflows WHERE id = $1 FOR UPDATE`, [id]);
+  const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return { pid: rows[0]!.pid, release };
+}
+
+describe('a client holding workflow rows', () => {
+  it("cannot stop the outcomes of other workflows: the held one waits its turn while the others' are recorded", async () => {
+    const hold = holdTools();
+    const env = await securityEnv({ providers: [hold] });
+    const { t } = env;
+    const a = await insertWorkflow(t, HELD('a'));
+    const b = await insertWorkflow(t, HELD('b'));
+    await waitFor(() => hold.waiting.has(a) && hold.waiting.has(b), 'both tool calls in flight');
+
+    const heldA = await holdRow(env.client.pool, t, a);
+    const heldB = await holdRow(env.client.pool, t, b);
+    // Both outcomes in one batch: both rows are held, so both go to the lane that records one workflow at a time.
+    hold.release(a, b);
+    await waitFor(
+      async () => (await t.q(`SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, [heldA.pid])).length > 0,
+      "the executor's transaction to wait for workflow a's row",
+    );
+    await heldB.release();
+
+    // Workflow a's row is still held: b is recorded anyway.
+    const doneB = await waitForWorkflow(t, b);
+    expect(doneB.status).toBe('completed');
+    expect(doneB.output).toEqual({ v: 'b' });
+    expect((await t.q(`SELECT status FROM stepd.workflow_steps WHERE workflow_id = $1`, [a]))[0].status).toBe('running');
+    await env.bystander.assertUndisturbedAndServed();
+
+    await heldA.release();
+    const doneA = await waitForWorkflow(t, a);
+    expect(doneA.status).toBe('completed');
+    expect(doneA.output).toEqual({ v: 'a' });
+  });
+
+  it('cannot stop the watchdog: a gate whose workflow row is held times out at a later sweep, and another gate times out meanwhile', async () => {
+    const env = await securityEnv();
+    const { t } = env;
+    const gate = { start: 'g', steps: { g: { approval: { timeout: '200ms' }, next: 'end' }, end: { tool: 'core.noop', done: true } } };
+    const a = await insertWorkflow(t, gate);
+    const held = await holdRow(env.client.pool, t, a);
+    const b = await insertWorkflow(t, gate);
+    // a's gate expires first (inserted first); its row is held, so only b's can be handled.
+    const failedB = await waitForWorkflow(t, b);
+    expect(failedB.status).toBe('failed');
+    expect((failedB.error as { code?: string } | null)?.code).toBe('gate_timeout');
+    expect((await t.q(`SELECT status FROM stepd.workflows WHERE id = $1`, [a]))[0].status).toBe('running');
+
+    await held.release();
+    const failedA = await waitForWorkflow(t, a);
+    expect((failedA.error as { code?: string } | null)?.code).toBe('gate_timeout');
+    await env.bystander.assertUndisturbedAndServed();
+  });
+});
