@@ -4,10 +4,10 @@
  * grows linearly with the depth. Statements are counted on the pg client, never timed.
  */
 import pg from 'pg';
-import type { ToolProvider } from '../../src/tools/tool.js';
 import { HEAVY_OUTCOME_STATEMENTS } from '../../src/executor/transactions.js';
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { holdTools } from '../helpers/holdTools.js';
 
 /** Every executor transaction: its statements, from BEGIN to COMMIT/ROLLBACK. */
 interface Recorded {
@@ -164,20 +164,6 @@ describe('a branch failing deep inside nested failFast forks', () => {
     expect(counts[1], `statements at depth 10/40: ${counts.join('/')}`).toBe(counts[0]);
   });
 });
-
-/** `hold.wait` calls wait until the test lets them go, by workflow; counts calls in flight. */
-function holdTools(): ToolProvider & { waiting: Map<string, () => void>; release: (...workflowIds: string[]) => void } {
-  const waiting = new Map<string, () => void>();
-  return {
-    prefix: 'hold',
-    waiting,
-    release: (...ids) => {
-      for (const id of ids) waiting.get(id)?.();
-    },
-    call: (_tool, args, ctx) => new Promise((resolve) => waiting.set(ctx.workflowId, () => resolve(args))),
-    list: async () => [{ name: 'wait' }],
-  };
-}
 
 /**
  * Nested forks whose innermost branch is a held tool call: settling them is heavy. The outermost

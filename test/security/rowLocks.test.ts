@@ -7,22 +7,9 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { ToolProvider } from '../../src/tools/tool.js';
+import { holdTools } from '../helpers/holdTools.js';
 import { insertWorkflow, onCleanup, securityEnv, waitFor, waitForWorkflow, type TestSchema } from './helpers.js';
 
-/** Tool calls that answer when the test releases their workflow. */
-function holdTools(): ToolProvider & { waiting: Map<string, () => void>; release: (...workflowIds: string[]) => void } {
-  const waiting = new Map<string, () => void>();
-  return {
-    prefix: 'hold',
-    waiting,
-    release: (...ids) => {
-      for (const id of ids) waiting.get(id)?.();
-    },
-    call: (_tool, args, ctx) => new Promise((resolve) => waiting.set(ctx.workflowId, () => resolve(args))),
-    list: async () => [{ name: 'wait' }],
-  };
-}
 
 const HELD = (v: string) => ({ start: 'x', steps: { x: { tool: 'hold.wait', args: { v }, done: true, output: '{{result}}' } } });
 
