@@ -8,6 +8,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { HttpBindings } from '@hono/node-server';
 import { bearerToken, type TokenLookup } from '../api/tokens.js';
+import type { AuthThrottle } from './authThrottle.js';
 import { SESSION_COOKIE, type Sessions } from './sessions.js';
 
 /** How the user was recognised; only `session` and `local` requests can be forged by a browser (CSRF). */
@@ -24,6 +25,8 @@ export interface AuthPolicy {
   /** The user of loopback requests when there are no tokens. */
   localUser: string;
   sessions: Sessions;
+  /** Wrong tokens per client address: past its allowance an address gets 429 (authThrottle.ts). */
+  throttle: AuthThrottle;
 }
 
 /** Paths that answer without a user (the sign-in form itself). */
@@ -45,8 +48,14 @@ export function authenticate(policy: AuthPolicy): MiddlewareHandler<HttpEnv> {
     }
     const bearer = bearerToken(c.req.header('authorization'));
     if (bearer !== undefined) {
+      const address = remoteAddress(c) ?? 'unknown';
+      const waitMs = policy.throttle.retryAfterMs(address);
+      if (waitMs > 0) return tooManyFailures(c, waitMs);
       const user = policy.tokens.userFor(bearer);
-      if (!user) return unauthorized(c, 'invalid token');
+      if (!user) {
+        policy.throttle.failed(address);
+        return unauthorized(c, 'invalid token');
+      }
       c.set('user', user);
       c.set('via', 'bearer');
       return next();
@@ -70,7 +79,14 @@ function unauthorized(c: Context<HttpEnv>, message: string): Response {
   return c.text(`${message}\n`, 401);
 }
 
-function remoteAddress(c: Context<HttpEnv>): string | undefined {
+/** 429 with Retry-After: this address sent too many wrong tokens lately. */
+export function tooManyFailures(c: Context<HttpEnv>, waitMs: number): Response {
+  const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+  c.header('Retry-After', String(seconds));
+  return c.text(`too many wrong tokens from this address; try again in ${seconds} s\n`, 429);
+}
+
+export function remoteAddress(c: Context<HttpEnv>): string | undefined {
   return c.env?.incoming?.socket?.remoteAddress;
 }
 

@@ -14,6 +14,7 @@ import { createHttpApp, type MetricsHandler } from './app.js';
 import { isLoopbackHost } from './auth.js';
 import { EventHub } from './eventHub.js';
 import { startHttpServer, type RunningHttpServer } from './server.js';
+import { AuthThrottle } from './authThrottle.js';
 import { Sessions } from './sessions.js';
 
 export interface DaemonHttpOptions {
@@ -53,7 +54,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
   try {
     await events.start();
     const app = createHttpApp({
-      auth: { tokens, localUser: opts.localUser, sessions: new Sessions() },
+      auth: { tokens, localUser: opts.localUser, sessions: new Sessions(), throttle: new AuthThrottle() },
       log,
       dashboard: { operations, db },
       events,

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import { deleteCookie, setCookie } from 'hono/cookie';
-import type { AuthPolicy, HttpEnv } from './auth.js';
+import { remoteAddress, type AuthPolicy, type HttpEnv } from './auth.js';
 import { bareLayout, contentSecurityPolicy } from './dashboard/layout.js';
 import { html } from './html.js';
 import { SESSION_COOKIE } from './sessions.js';
@@ -22,8 +22,18 @@ export function mountSignIn(app: Hono<HttpEnv>, auth: AuthPolicy): void {
     const body = await c.req.parseBody();
     const next = localPath(typeof body.next === 'string' ? body.next : undefined);
     const token = typeof body.token === 'string' ? body.token.trim() : '';
+    const address = remoteAddress(c) ?? 'unknown';
+    const waitMs = auth.throttle.retryAfterMs(address);
+    if (waitMs > 0) {
+      const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+      c.header('Retry-After', String(seconds));
+      return form(c, next, `Too many wrong tokens from this address; try again in ${seconds} s.`, 429);
+    }
     const user = token ? auth.tokens.userFor(token) : undefined;
-    if (!user) return form(c, next, 'That token is not valid.', 401);
+    if (!user) {
+      auth.throttle.failed(address);
+      return form(c, next, 'That token is not valid.', 401);
+    }
     setCookie(c, SESSION_COOKIE, auth.sessions.issue(user), {
       httpOnly: true,
       sameSite: 'Strict',
@@ -40,7 +50,7 @@ export function mountSignIn(app: Hono<HttpEnv>, auth: AuthPolicy): void {
   });
 }
 
-function form(c: Context<HttpEnv>, next: string, problem?: string, status: 200 | 401 = 200): Response {
+function form(c: Context<HttpEnv>, next: string, problem?: string, status: 200 | 401 | 429 = 200): Response {
   const nonce = randomBytes(16).toString('base64');
   c.header('Content-Security-Policy', contentSecurityPolicy(nonce));
   c.header('Cache-Control', 'no-store');

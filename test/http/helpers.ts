@@ -9,6 +9,7 @@ import { createHttpApp, type HttpAppOptions } from '../../src/http/app.js';
 import { Sessions } from '../../src/http/sessions.js';
 import { silentLogger } from '../../src/logger.js';
 import { onCleanup, type TestSchema } from '../helpers/db.js';
+import { AuthThrottle } from '../../src/http/authThrottle.js';
 
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
 export const BOB_TOKEN = 'bob-token-0123456789abcdef';
@@ -22,7 +23,7 @@ export interface TestApp {
 
 export function buildTestApp(
   t: TestSchema,
-  opts: { tokens?: Record<string, string>; localUser?: string } & Pick<HttpAppOptions, 'mcp' | 'metrics'> = {},
+  opts: { tokens?: Record<string, string>; localUser?: string; throttle?: AuthThrottle } & Pick<HttpAppOptions, 'mcp' | 'metrics'> = {},
 ): TestApp {
   const pool = createPool({ url: t.url, schema: t.schema, role: 'client', max: 2 });
   const db = createKysely(pool);
@@ -30,7 +31,7 @@ export function buildTestApp(
   const operations = new Operations({ pool, db, schema: t.schema });
   const sessions = new Sessions();
   const app = createHttpApp({
-    auth: { tokens: createTokenLookup(opts.tokens ? { tokens: opts.tokens } : undefined), localUser: opts.localUser ?? 'local-user', sessions },
+    auth: { tokens: createTokenLookup(opts.tokens ? { tokens: opts.tokens } : undefined), localUser: opts.localUser ?? 'local-user', sessions, throttle: opts.throttle ?? new AuthThrottle() },
     log: silentLogger(),
     dashboard: { operations, db },
     ...(opts.mcp ? { mcp: opts.mcp } : {}),

@@ -6,6 +6,7 @@ import { createTokenLookup } from '../../src/api/tokens.js';
 import { silentLogger } from '../../src/logger.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { buildTestApp, formPost, gatedFlow } from './helpers.js';
+import { AuthThrottle } from '../../src/http/authThrottle.js';
 
 const html = { accept: 'text/html' };
 
@@ -223,7 +224,7 @@ describe('live updates', () => {
     const hub = new EventHub({ url: t.url, schema: t.schema, log: silentLogger() });
     await hub.start();
     onCleanup(() => hub.close());
-    const app = createHttpApp({ auth: { tokens: createTokenLookup(undefined), localUser: 'erin', sessions: new Sessions() }, log: silentLogger(), events: hub });
+    const app = createHttpApp({ auth: { tokens: createTokenLookup(undefined), localUser: 'erin', sessions: new Sessions(), throttle: new AuthThrottle() }, log: silentLogger(), events: hub });
     const id = await insertWorkflow(t, gatedFlow);
     const res = await app.request(`/events?workflow=${id}`, {}, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
