@@ -140,7 +140,8 @@ export class Executor {
         if (!this.outage.failed(err, 'admission')) deps.log.error({ err }, 'admitting new workflows failed; retrying');
         if (this.outage.active) this.reconcilePending = true;
       },
-      wake: () => this.wake(),
+      // Only the loop: an admission's end says nothing about ready steps (onAdmitted does, if it left some).
+      wake: () => this.waker.wake(),
       wakeIn: (ms) => this.wakeIn(ms),
     });
     this.listener = new Listener({
@@ -209,7 +210,8 @@ export class Executor {
    * step would cost an empty claim.
    */
   private slotFreed(): void {
-    if (this.moreReady || this.admission.pending) this.wake();
+    if (this.moreReady) this.wake();
+    else if (this.admission.pending) this.waker.wake();
   }
 
   private onWakeup(p: WakeupPayload): void {
@@ -220,9 +222,13 @@ export class Executor {
       if (this.tracing.enabled) this.traceCancelled(id);
       return;
     }
-    if (p.table === 'workflows' && p.status === 'running') this.redrivePending = true;
-    else if (p.table === 'workflows') this.admission.pending = true;
-    else this.toollessPending = true;
+    // New workflows and redrives wake the loop for themselves; a readied step may be claimed.
+    if (p.table === 'workflows') {
+      if (p.status === 'running') this.redrivePending = true;
+      else this.admission.pending = true;
+      return this.waker.wake();
+    }
+    this.toollessPending = true;
     this.wake();
   }
 
