@@ -251,22 +251,23 @@ export class Executor {
           await this.reconcileAfterOutage();
         }
         let claimed = 0;
-        let admitted = 0;
-        // New workflows first, so a backlog of ready steps never keeps them waiting, but no more
-        // than this executor can start soon (half its free slots while ready steps wait), so a
-        // burst spreads over the executors; then ready steps with the slots left.
-        // Prefetched steps waiting for a slot count as room for admission: slots are about to free,
-        // and a new workflow must not wait behind them (its first step is claimed fairly).
-        const free = this.slots.free + this.slots.waiting;
-        const touchesDb = free > 0;
-        admitted = this.admission.start(free, this.slots.backlog);
-        if (this.redrivePending) await this.redrive();
+        // New workflows: an admission starts beside the loop (admissionLane.ts), no more than this
+        // executor can start soon (half its free slots while ready steps wait), so a burst spreads
+        // over the executors. Prefetched steps waiting for a slot count as room: slots are about
+        // to free, and a new workflow must not wait behind them.
+        const admitted = this.admission.start(this.slots.free + this.slots.waiting, this.slots.backlog);
+        let reachedDb = false;
+        if (this.redrivePending) {
+          await this.redrive();
+          reachedDb = true;
+        }
         const left = this.slots.claimable;
         // Only when ready steps may wait: an empty claim would hold the next admission back.
-        if (left > 0) {
-          if (this.moreReady) claimed = await this.claimAndRun(left);
-        } else if (this.toollessPending) claimed = await this.claimToolless();
-        if (touchesDb || left > 0) this.outage.succeeded();
+        if (left > 0 ? this.moreReady : this.toollessPending) {
+          claimed = left > 0 ? await this.claimAndRun(left) : await this.claimToolless();
+          reachedDb = true;
+        }
+        if (reachedDb) this.outage.succeeded();
         errors = 0;
         const busy = this.slots.claimable > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !this.waker.isWoken && !this.stopping) {
