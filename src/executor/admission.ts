@@ -10,6 +10,7 @@ import {
   admitNewWorkflowsResolvingRegisteredFlows,
   failWorkflowIfActive,
   notifyStepsReady,
+  peekNewWorkflowIds,
   setWorkflowDeadline,
   setWorkflowUserIfRunning,
   type AdmittedWorkflow,
@@ -37,38 +38,52 @@ export interface Admission {
  * Admits up to `limit` new workflows in one transaction: validates each flow and creates its
  * first step. If the batch fails (a row the database refuses), each workflow is admitted in a
  * transaction of its own and the one that fails is failed with `admission_failed`, so a bad row
- * never stalls the others.
+ * never stalls the others. A row the database will not even let fail (one written past the guard
+ * that breaks a constraint) goes into `unadmittable`: admissions leave it alone from then on, and
+ * the error log names it for an operator to repair or delete.
  */
 export async function admitWorkflows(
   deps: TxDeps,
   limit: number,
   claim?: ClaimOnCreate,
+  unadmittable: Set<string> = new Set(),
 ): Promise<Admission> {
   try {
-    return await admitBatch(deps, limit, claim);
+    return await admitBatch(deps, limit, claim, { skip: [...unadmittable] });
   } catch (err) {
     if (isRetryablePgError(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
     const out: Admission = { admitted: 0, claimed: [], readyNow: false };
-    for (let i = 0; i < limit; i++) {
-      let current: AdmittedWorkflow | undefined;
+    for (const id of await peekNewWorkflowIds(deps.pool, limit, [...unadmittable])) {
       try {
-        const r = await admitBatch(deps, 1, claim, (row) => (current = row));
-        if (r.admitted === 0) break;
+        const r = await admitBatch(deps, 1, claim, { only: id });
         out.admitted += r.admitted;
         out.claimed.push(...r.claimed);
         out.readyNow ||= r.readyNow;
       } catch (oneErr) {
-        if (!current || isRetryablePgError(oneErr)) throw oneErr;
-        const failed: AdmittedWorkflow = current;
-        deps.cache.forget(failed.id);
-        const byDatabase = typeof oneErr === 'object' && oneErr !== null && 'severity' in oneErr;
-        const error = { code: 'admission_failed', message: storableText(`${byDatabase ? 'the database refused to start this workflow' : 'starting this workflow failed'}: ${(oneErr as Error).message}`) };
-        await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, failed.id, error));
-        deps.log.error({ err: oneErr, workflowId: failed.id }, 'workflow could not be admitted');
+        if (isRetryablePgError(oneErr)) throw oneErr;
+        await failUnadmitted(deps, id, oneErr, unadmittable);
       }
     }
     return out;
+  }
+}
+
+/** Fails a workflow whose admission failed; if even that is refused, it is left out of admissions from now on. */
+async function failUnadmitted(deps: TxDeps, id: string, cause: unknown, unadmittable: Set<string>): Promise<void> {
+  deps.cache.forget(id);
+  const byDatabase = typeof cause === 'object' && cause !== null && 'severity' in cause;
+  const error = { code: 'admission_failed', message: storableText(`${byDatabase ? 'the database refused to start this workflow' : 'starting this workflow failed'}: ${(cause as Error).message}`) };
+  try {
+    await withTransaction(deps.pool, (client) => failWorkflowIfActive(client, id, error));
+    deps.log.error({ err: cause, workflowId: id }, 'workflow could not be admitted');
+  } catch (failErr) {
+    if (isRetryablePgError(failErr)) throw failErr;
+    unadmittable.add(id);
+    deps.log.error(
+      { err: cause, failErr, workflowId: id },
+      'workflow can neither be admitted nor failed: the database refuses to change its row; admissions leave it alone until it is repaired or deleted',
+    );
   }
 }
 
@@ -76,12 +91,11 @@ async function admitBatch(
   deps: TxDeps,
   limit: number,
   claim: ClaimOnCreate | undefined,
-  onRow?: (row: AdmittedWorkflow) => void,
+  which: { skip?: readonly string[]; only?: string },
 ): Promise<Admission> {
   return inWriterTransaction(deps, claim, async (client, w) => {
-    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit);
+    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, which);
     for (const row of rows) {
-      onRow?.(row);
       // Admitted (not refused by the statement): its first step row is counted already.
       if (row.status !== 'failed') w.precountFirstStep(row.id, row.step_count);
       await admitOne(deps, client, row, w);

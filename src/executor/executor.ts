@@ -73,6 +73,8 @@ export class Executor {
   private moreReady = true;
   /** Admission transactions beside the loop (admissionLane.ts); `pending`: new workflows may wait. */
   private readonly admission: AdmissionLane;
+  /** New workflows the database refuses to change at all (admission.ts): left alone. */
+  private readonly unadmittable = new Set<string>();
   /** Whether redrive requests may be waiting: set by their NOTIFY and every poll tick (redrive.ts). */
   private redrivePending = true;
   private loopDone: Promise<void> | undefined;
@@ -128,7 +130,7 @@ export class Executor {
     this.admission = new AdmissionLane({
       admitBatch: opts.admitBatch,
       maxInFlight: MAX_ADMISSIONS_IN_FLIGHT,
-      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim), claimSlots),
+      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable), claimSlots),
       nextStartAtInMs: () => nextStartAtInMs(this.pool),
       onAdmitted: (r) => {
         this.outage.succeeded();

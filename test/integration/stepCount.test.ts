@@ -2,10 +2,12 @@
  * `workflows.step_count` is the number of the workflow's step rows, whatever its admission did:
  * the admission counts the first step row in advance (so a one-step workflow's row is written
  * once there), and takes the count back when the workflow got no row. Checked with a real
- * executor for each way an admission can end, and for a batch that mixes them.
+ * executor for each way an admission can end, for a batch that mixes them, with the executor's
+ * connections killed mid-transaction, and when one row makes the batch's admission fail (then a
+ * row the database refuses to change at all is left alone and every other one admitted).
  */
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { asExecutor, createTestSchema, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 
 async function counts(t: TestSchema, id: string): Promise<{ counted: number; rows: number }> {
   const [r] = await t.q<{ counted: number; rows: number }>(
@@ -75,5 +77,75 @@ describe('step_count after admission', () => {
          FROM stepd.workflows w`,
     );
     expect(r).toEqual({ off: 0, rows: 1200 });
+  });
+
+  it('stays equal to the rows when PostgreSQL kills the executor\'s connections in the middle of its transactions', async () => {
+    const t = await createTestSchema();
+    await t.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'killed', $1::jsonb FROM generate_series(1, 3000)`, [JSON.stringify(ONE_STEP)]);
+    await startExecutor(t);
+    // Backends inside a transaction on this schema's tables: an admission or an outcome batch in flight.
+    let kills = 0;
+    await waitFor(async () => {
+      const killed = await t.q<{ pid: number }>(
+        `SELECT pg_terminate_backend(l.pid), l.pid FROM (SELECT DISTINCT l.pid FROM pg_locks l
+            JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = $1 AND c.relname IN ('workflows', 'workflow_steps') AND l.pid <> pg_backend_pid()) l`,
+        [t.schema],
+      );
+      kills += killed.length;
+      const [left] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status <> 'completed'`);
+      return kills >= 3 || left!.n === 0;
+    }, 'three connections killed mid-transaction');
+    expect(kills).toBeGreaterThan(0);
+    await waitFor(async () => (await t.q(`SELECT 1 FROM stepd.workflows WHERE status <> 'completed' LIMIT 1`)).length === 0, 'every workflow to complete');
+    const [r] = await t.q<{ off: number; twice: number; rows: number }>(
+      `SELECT count(*) FILTER (WHERE w.step_count <> (SELECT count(*) FROM stepd.workflow_steps s WHERE s.workflow_id = w.id))::int AS off,
+              count(*) FILTER (WHERE (SELECT count(*) FROM stepd.workflow_steps s WHERE s.workflow_id = w.id AND s.status = 'done') <> 1)::int AS twice,
+              (SELECT count(*)::int FROM stepd.workflow_steps WHERE status = 'done') AS rows
+         FROM stepd.workflows w`,
+    );
+    expect(r).toEqual({ off: 0, twice: 0, rows: 3000 });
+  });
+
+  it('stays equal to the rows when one row of a batch makes its admission fail and the batch is admitted one by one', async () => {
+    const t = await createTestSchema();
+    await t.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'before', $1::jsonb FROM generate_series(1, 20)`, [JSON.stringify(ONE_STEP)]);
+    // Written past the guard (which would reset created_at), as a repair or an old version might:
+    // started_at >= created_at cannot hold for it, so the batch's admission statement fails.
+    const [bad] = await asExecutor<{ id: string }>(t, `INSERT INTO stepd.workflows (name, flow, created_at) VALUES ('future', $1::jsonb, now() + interval '1 day') RETURNING id`, [JSON.stringify(ONE_STEP)]);
+    await t.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'after', $1::jsonb FROM generate_series(1, 20)`, [JSON.stringify(ONE_STEP)]);
+    await startExecutor(t);
+    await waitFor(async () => (await t.q(`SELECT 1 FROM stepd.workflows WHERE status IN ('new', 'running') LIMIT 1`)).length === 0, 'every workflow to end');
+    const rows = await t.q<{ id: string; status: string; counted: number; steps: number }>(
+      `SELECT w.id, w.status, w.step_count AS counted, (SELECT count(*)::int FROM stepd.workflow_steps s WHERE s.workflow_id = w.id) AS steps
+         FROM stepd.workflows w ORDER BY w.id`,
+    );
+    for (const row of rows) expect(row.counted, `workflow ${row.id}`).toBe(row.steps);
+    expect(rows.filter((x) => x.status === 'completed')).toHaveLength(40);
+    expect(rows.find((x) => x.id === bad!.id)).toMatchObject({ status: 'failed', counted: 0, steps: 0 });
+  });
+
+  it('leaves alone a new workflow the database refuses to change at all, and admits every other one', async () => {
+    const t = await createTestSchema();
+    await t.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'before', $1::jsonb FROM generate_series(1, 20)`, [JSON.stringify(ONE_STEP)]);
+    // A row stored before a CHECK it breaks was added NOT VALID (as 0017 adds its size ceilings):
+    // every UPDATE of it, the admission's and the failure's alike, is refused.
+    await t.q(`ALTER TABLE stepd.workflows DROP CONSTRAINT workflows_input_is_object`);
+    const [bad] = await t.q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('unchangeable', $1::jsonb, '[]') RETURNING id`, [JSON.stringify(ONE_STEP)]);
+    await t.q(`ALTER TABLE stepd.workflows ADD CONSTRAINT workflows_input_is_object CHECK (jsonb_typeof(input) = 'object') NOT VALID`);
+    await t.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'after', $1::jsonb FROM generate_series(1, 20)`, [JSON.stringify(ONE_STEP)]);
+    await startExecutor(t);
+    await waitFor(
+      async () => (await t.q(`SELECT 1 FROM stepd.workflows WHERE status <> 'completed' AND id <> $1 LIMIT 1`, [bad!.id])).length === 0,
+      'every other workflow to complete',
+    );
+    const [row] = await t.q<{ status: string; steps: number }>(
+      `SELECT status, (SELECT count(*)::int FROM stepd.workflow_steps s WHERE s.workflow_id = w.id) AS steps FROM stepd.workflows w WHERE id = $1`,
+      [bad!.id],
+    );
+    expect(row).toEqual({ status: 'new', steps: 0 });
+    // Still admitting: a workflow inserted now completes.
+    const later = await insertWorkflow(t, ONE_STEP);
+    expect((await waitForWorkflow(t, later)).status).toBe('completed');
   });
 });

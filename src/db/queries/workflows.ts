@@ -22,17 +22,23 @@ export type AdmittedWorkflow = Pick<
  * inserted with `flow` NULL starts a registered flow (sql/0009): the latest version of the flow
  * named `name`, or `flow_version`; the same statement copies that flow into the row and pins its
  * version. A row naming no registered flow (or version) is failed by the same statement with
- * `unknown_flow` (returned with status 'failed'), so it can never hold the batch back.
+ * `unknown_flow` (returned with status 'failed'), so it can never hold the batch back. Rows in
+ * `skip` (ones the database refuses to change at all) are left alone; `only` takes that one row.
  *
  * The row of an admitted workflow's first step is counted in `step_count` in advance (returned
  * with it): the executor inserts it in the same transaction without writing the workflow row
  * again (TxWriter.precountFirstStep), and takes the count back if it inserts none.
  */
-export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, limit: number): Promise<AdmittedWorkflow[]> {
+export async function admitNewWorkflowsResolvingRegisteredFlows(
+  db: Queryable,
+  limit: number,
+  opts: { skip?: readonly string[]; only?: string } = {},
+): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
     name: 'stepd_admit_new_workflows',
     text: `WITH picked AS (
              SELECT id FROM workflows WHERE status = 'new' AND (start_at IS NULL OR start_at <= now())
+                AND id <> ALL($2::bigint[]) AND ($3::bigint IS NULL OR id = $3)
               ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
            resolved AS (
              SELECT w.id, f.flow AS registered, f.version,
@@ -62,9 +68,20 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(db: Queryable, l
              FROM resolved r WHERE w.id = r.id
         RETURNING w.id, w.name, w.flow::text AS flow_text, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error,
                   (w.created_role IS NULL OR stepd_role_is_trusted(w.created_role)) AS role_trusted`,
-    values: [limit],
+    values: [limit, opts.skip ?? [], opts.only ?? null],
   });
   return rows;
+}
+
+/** The ids the next admission would take (oldest first, `skip` left out), without locking them. */
+export async function peekNewWorkflowIds(db: Queryable, limit: number, skip: readonly string[]): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_peek_new_workflow_ids',
+    text: `SELECT id FROM workflows WHERE status = 'new' AND (start_at IS NULL OR start_at <= now()) AND id <> ALL($2::bigint[])
+            ORDER BY id LIMIT $1`,
+    values: [limit, skip],
+  });
+  return rows.map((r) => r.id);
 }
 
 /** Takes back the first-step rows counted in advance at admission for workflows that got none (TxWriter). */
@@ -220,8 +237,11 @@ export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Prom
 export async function failWorkflowIfActive(db: Queryable, workflowId: string, error: ErrorData): Promise<boolean> {
   const { rowCount } = await db.query({
     name: 'stepd_fail_workflow_if_active',
-    text: `UPDATE workflows SET updated_at = now(), status = 'failed', error = $2::jsonb, completed_at = now(),
-                  started_at = coalesce(started_at, now())
+    // Never before created_at or started_at (a row written past the guard may hold a future
+    // created_at): the timestamp CHECKs then cannot refuse the failure itself.
+    text: `UPDATE workflows SET updated_at = now(), status = 'failed', error = $2::jsonb,
+                  completed_at = greatest(now(), created_at, started_at),
+                  started_at = coalesce(started_at, greatest(now(), created_at))
             WHERE id = $1 AND status IN ('new', 'running')`,
     values: [workflowId, jsonParam(error)],
   });
