@@ -79,11 +79,16 @@ function unauthorized(c: Context<HttpEnv>, message: string): Response {
   return c.text(`${message}\n`, 401);
 }
 
-/** 429 with Retry-After: this address sent too many wrong tokens lately. */
-export function tooManyFailures(c: Context<HttpEnv>, waitMs: number): Response {
+/** Sets Retry-After for a wait of `waitMs` (whole seconds, at least one) and returns the seconds. */
+export function retryAfter(c: Context<HttpEnv>, waitMs: number): number {
   const seconds = Math.max(1, Math.ceil(waitMs / 1000));
   c.header('Retry-After', String(seconds));
-  return c.text(`too many wrong tokens from this address; try again in ${seconds} s\n`, 429);
+  return seconds;
+}
+
+/** 429 with Retry-After: this address sent too many wrong tokens lately. */
+function tooManyFailures(c: Context<HttpEnv>, waitMs: number): Response {
+  return c.text(`too many wrong tokens from this address; try again in ${retryAfter(c, waitMs)} s\n`, 429);
 }
 
 export function remoteAddress(c: Context<HttpEnv>): string | undefined {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import { deleteCookie, setCookie } from 'hono/cookie';
-import { remoteAddress, type AuthPolicy, type HttpEnv } from './auth.js';
+import { remoteAddress, retryAfter, type AuthPolicy, type HttpEnv } from './auth.js';
 import { bareLayout, contentSecurityPolicy } from './dashboard/layout.js';
 import { html } from './html.js';
 import { SESSION_COOKIE } from './sessions.js';
@@ -24,11 +24,7 @@ export function mountSignIn(app: Hono<HttpEnv>, auth: AuthPolicy): void {
     const token = typeof body.token === 'string' ? body.token.trim() : '';
     const address = remoteAddress(c) ?? 'unknown';
     const waitMs = auth.throttle.retryAfterMs(address);
-    if (waitMs > 0) {
-      const seconds = Math.max(1, Math.ceil(waitMs / 1000));
-      c.header('Retry-After', String(seconds));
-      return form(c, next, `Too many wrong tokens from this address; try again in ${seconds} s.`, 429);
-    }
+    if (waitMs > 0) return form(c, next, `Too many wrong tokens from this address; try again in ${retryAfter(c, waitMs)} s.`, 429);
     const user = token ? auth.tokens.userFor(token) : undefined;
     if (!user) {
       auth.throttle.failed(address);

@@ -4,7 +4,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
-import { jsonParam, type Queryable } from './common.js';
+import type { Queryable } from './common.js';
 
 export interface NewStep {
   workflowId: string;
