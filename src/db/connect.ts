@@ -87,10 +87,26 @@ export function createKysely(pool: pg.Pool): Kysely<Database> {
 }
 
 /**
+ * The BEGIN of the executor's batch transactions (admission, outcomes), in one round trip: for
+ * the rest of the transaction the planner prefers index scans to sequential and bitmap scans.
+ * Their statements touch rows by id, or through a partial index in id order, and a plan built
+ * on statistics from before a burst (a table PostgreSQL still thinks holds a few new workflows
+ * while ten thousand wait) otherwise scans every new or running workflow in each batch: work
+ * that grows with the backlog. A statement with no usable index still runs, as a sequential
+ * scan. docs/performance.md has the measurements.
+ */
+const BEGIN_PREFERRING_INDEX_SCANS = 'BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off';
+
+export interface TransactionOptions {
+  /** Plan this transaction's statements with index scans where one exists (BEGIN_PREFERRING_INDEX_SCANS). */
+  preferIndexScans?: boolean;
+}
+
+/**
  * Runs `fn` in a transaction on a pooled connection; rolls back on error. If the connection is
  * lost meanwhile, it fails with a ConnectionLostError and the broken client leaves the pool.
  */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -102,7 +118,7 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
   client.on('error', onError);
   let failure: unknown;
   try {
-    await client.query('BEGIN');
+    await client.query(opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN');
     const out = await fn(client);
     await client.query('COMMIT');
     return out;

@@ -11,7 +11,8 @@ import { TxWriter, type ClaimOnCreate } from './txWriter.js';
 export const emptyTxResult = (): TxResult => ({ cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] });
 
 /**
- * Runs `fn` in a transaction with a fresh TxWriter. After commit, the workflows it ended are
+ * Runs `fn` in a transaction with a fresh TxWriter, planned with index scans (see
+ * withTransaction's preferIndexScans: its statements touch rows by id). After commit, the workflows it ended are
  * told (TxDeps.onWorkflowsEnded); after a rollback, what it reserved is given back.
  */
 export async function inWriterTransaction<T>(
@@ -24,7 +25,7 @@ export async function inWriterTransaction<T>(
     const result = await withTransaction(deps.pool, async (client) => {
       writer = new TxWriter(client, deps.schema, claim);
       return fn(client, writer);
-    });
+    }, { preferIndexScans: true });
     const ended = (writer as TxWriter | undefined)?.endedWorkflows;
     if (ended && ended.length > 0) deps.onWorkflowsEnded?.(ended);
     return result;

@@ -197,7 +197,7 @@ export async function endWorkflowsCancellingLiveSteps(db: Queryable, ends: Workf
               WHERE workflow_id = ANY($1::bigint[]) AND status IN ('pending', 'ready', 'running') FOR UPDATE),
            unapplied AS (
              SELECT id, status FROM workflow_steps
-              WHERE id = ANY($5::bigint[]) AND workflow_id = ANY($1::bigint[]) AND status IN ('done', 'failed') FOR UPDATE),
+              WHERE id = ANY($3::bigint[]) AND workflow_id = ANY($1::bigint[]) AND status IN ('done', 'failed') FOR UPDATE),
            cancelled AS (
              UPDATE workflow_steps s SET updated_at = now(), status = 'cancelled', result = NULL, error = NULL,
                     completed_at = greatest(now(), s.started_at), lease_until = NULL
@@ -208,15 +208,18 @@ export async function endWorkflowsCancellingLiveSteps(db: Queryable, ends: Workf
                     output = CASE WHEN u.status = 'completed' THEN u.output END,
                     error = CASE WHEN u.status = 'failed' THEN u.error END,
                     completed_at = now(), started_at = coalesce(w.started_at, now())
-               FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[]) AS u(id, status, output, error)
-              WHERE w.id = u.id AND w.status IN ('new', 'running')
+               FROM (SELECT (e.v ->> 'id')::bigint AS id, e.v ->> 'status' AS status, e.v -> 'output' AS output, e.v -> 'error' AS error
+                       FROM jsonb_array_elements($2::jsonb) AS e(v)) u
+              -- Not yet ended, written so that no index can serve it: each row is found by its id.
+              -- (status IN ('new', 'running') would let a plan on stale statistics read every
+              -- running workflow through the status index, in every batch.)
+              WHERE w.id = u.id AND w.status <> ALL ('{completed,failed,cancelled}'::text[])
              RETURNING w.id)
            SELECT id::text FROM cancelled WHERE was = 'running'`,
+    // The ends as one JSON array (see insertSteps): a completed workflow's output is JSON null at least.
     values: [
       ends.map((e) => e.workflowId),
-      ends.map((e) => e.status),
-      ends.map((e) => (e.status === 'completed' ? jsonParam(e.output ?? null) : null)),
-      ends.map((e) => (e.status === 'failed' ? jsonParam(e.error) : null)),
+      JSON.stringify(ends.map((e) => (e.status === 'completed' ? { id: e.workflowId, status: e.status, output: e.output ?? null } : { id: e.workflowId, status: e.status, error: e.error }))),
       unapplied,
     ],
   });

@@ -1,0 +1,141 @@
+/**
+ * The executor's batch transactions plan with index scans (withTransaction's preferIndexScans):
+ * with statistics from before a burst — PostgreSQL still believes hardly any workflow is new or
+ * running while thousands are — the admission, the lock of a batch and the end of its workflows
+ * otherwise read every new or running workflow in every batch (a bitmap or sequential scan, and
+ * a sort or hash of all of them): work that grows with the backlog.
+ *
+ * A scan that reads more rows than a batch is the sign. The plans are read with auto_explain (PostgreSQL's contrib module, loaded in the test's own
+ * session), from the real statements the executor sends.
+ */
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { createPool, withTransaction } from '../../src/db/connect.js';
+import { admitNewWorkflowsResolvingRegisteredFlows, endWorkflowsCancellingLiveSteps, lockWorkflowsAndFinishSteps } from '../../src/db/queries.js';
+import { createTestSchema, onCleanup, type TestSchema } from '../helpers/db.js';
+
+const BACKLOG = 3_000;
+const BATCH = 500;
+const ONE_STEP = JSON.stringify({ start: 'a', steps: { a: { tool: 'core.noop', done: true } } });
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** Statistics that predate a burst: analyzed while empty, then BACKLOG new workflows, and no autovacuum to catch up. */
+async function staleBacklog(t: TestSchema): Promise<void> {
+  await t.q(`ALTER TABLE stepd.workflows SET (autovacuum_enabled = false)`);
+  await t.q(`ALTER TABLE stepd.workflow_steps SET (autovacuum_enabled = false)`);
+  await t.q(`ANALYZE stepd.workflows`);
+  await t.q(`ANALYZE stepd.workflow_steps`);
+  await t.q(`INSERT INTO stepd.workflows (name, flow, input, created_by) SELECT 'burst', $1::jsonb, '{}', 'test' FROM generate_series(1, $2::int)`, [ONE_STEP, BACKLOG]);
+}
+
+/** Runs `fn` in an executor transaction and returns the plans of the statements it ran (auto_explain, as notices). */
+async function plansOf(pool: pg.Pool, preferIndexScans: boolean, fn: (client: pg.PoolClient) => Promise<void>): Promise<PlanNode[]> {
+  const plans: PlanNode[] = [];
+  await withTransaction(
+    pool,
+    async (client) => {
+      const onNotice = (n: { message?: string }) => {
+        const text = n.message ?? '';
+        const at = text.indexOf('{');
+        if (text.startsWith('duration') && at >= 0) plans.push((JSON.parse(text.slice(at)) as { Plan: PlanNode }).Plan);
+      };
+      client.on('notice', onNotice);
+      try {
+        await client.query(`LOAD 'auto_explain'`);
+        await client.query(`SET LOCAL auto_explain.log_min_duration = 0`);
+        await client.query(`SET LOCAL auto_explain.log_format = 'json'`);
+        await client.query(`SET LOCAL auto_explain.log_analyze = on`);
+        await client.query(`SET LOCAL auto_explain.log_timing = off`);
+        await client.query(`SET LOCAL auto_explain.log_level = 'notice'`);
+        await client.query(`SET LOCAL client_min_messages = 'notice'`);
+        await fn(client);
+      } finally {
+        client.removeListener('notice', onNotice);
+      }
+      // Nothing of it stays: the next test step starts from the same backlog.
+      throw new RolledBack();
+    },
+    { preferIndexScans },
+  ).catch((err) => {
+    if (!(err instanceof RolledBack)) throw err;
+  });
+  return plans;
+}
+
+class RolledBack extends Error {}
+
+/**
+ * Scans of the workflows table (or its indexes) that read more rows than a batch: a batch of
+ * 500 is found through its ids or through an index in id order that stops after 500.
+ */
+function wideScansOfWorkflows(plans: PlanNode[]): string[] {
+  return plans
+    .flatMap(nodes)
+    .filter((n) => n['Node Type'].includes('Scan') && (n['Relation Name'] === 'workflows' || n['Index Name']?.startsWith('workflows_')))
+    .map((n) => ({ n, read: ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1) }))
+    .filter(({ read }) => read > 2 * BATCH)
+    .map(({ n, read }) => `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}: ${read} rows`);
+}
+
+describe("the executor's batch transactions under statistics from before a burst", () => {
+  it('admit, lock and end a batch through the primary key and the new-workflows index, not a scan of the whole backlog', async () => {
+    const t = await createTestSchema();
+    await staleBacklog(t);
+    const pool = createPool({ url: t.url, schema: t.schema, role: 'executor', max: 1 });
+    onCleanup(() => pool.end());
+
+    const batch = async (client: pg.PoolClient) => {
+      const admitted = await admitNewWorkflowsResolvingRegisteredFlows(client, BATCH);
+      expect(admitted).toHaveLength(BATCH);
+      const ids = admitted.map((w) => w.id);
+      await lockWorkflowsAndFinishSteps(client, 'no-such-executor', ids, []);
+      await endWorkflowsCancellingLiveSteps(
+        client,
+        ids.map((workflowId) => ({ workflowId, status: 'completed' as const, output: null })),
+      );
+    };
+
+    const preferred = await plansOf(pool, true, batch);
+    expect(preferred.length).toBeGreaterThanOrEqual(3);
+    expect(wideScansOfWorkflows(preferred)).toEqual([]);
+
+    // The same statements planned as PostgreSQL would by default: the fixture does reproduce the problem.
+    const plain = await plansOf(pool, false, batch);
+    expect(wideScansOfWorkflows(plain).length).toBeGreaterThan(0);
+  });
+
+  it('keeps the planner settings inside the transaction: the next one on the same connection plans as usual', async () => {
+    const t = await createTestSchema();
+    const pool = createPool({ url: t.url, schema: t.schema, role: 'executor', max: 1 });
+    onCleanup(() => pool.end());
+    const settings = async (client: pg.PoolClient) =>
+      (await client.query<{ seq: string; bitmap: string }>(`SELECT current_setting('enable_seqscan') AS seq, current_setting('enable_bitmapscan') AS bitmap`)).rows[0];
+
+    expect(await withTransaction(pool, settings, { preferIndexScans: true })).toEqual({ seq: 'off', bitmap: 'off' });
+    expect(await withTransaction(pool, settings)).toEqual({ seq: 'on', bitmap: 'on' });
+    // A transaction that fails rolls its settings back too.
+    await expect(
+      withTransaction(
+        pool,
+        async () => {
+          throw new Error('boom');
+        },
+        { preferIndexScans: true },
+      ),
+    ).rejects.toThrow('boom');
+    expect(await withTransaction(pool, settings)).toEqual({ seq: 'on', bitmap: 'on' });
+  });
+});
