@@ -233,7 +233,11 @@ export class TxWriter {
     await this.uncountUnused();
     if (this.workflowEnds.length > 0) {
       const ends = this.workflowEnds.splice(0);
-      this.cancelledRunning.push(...(await endWorkflowsCancellingLiveSteps(this.db, ends, this.endUnapplied.splice(0))));
+      // Nothing is decided after it (no chain end waits to complete if idle): it carries every event.
+      const last = emitEvents && this.ends.size === 0;
+      const notify = last ? { channel: EVENTS_CHANNEL, payloads: this.events.splice(0, this.events.length).map(eventPayload) } : undefined;
+      this.cancelledRunning.push(...(await endWorkflowsCancellingLiveSteps(this.db, ends, this.endUnapplied.splice(0), notify)));
+      if (last) return;
     }
     if (this.ends.size > 0) {
       const ends = [...this.ends];

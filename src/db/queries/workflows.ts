@@ -186,11 +186,17 @@ export type WorkflowEnd = { workflowId: string } & ({ status: 'completed'; outpu
  * cancels their live steps, in one statement. `unapplied`: steps whose outcome this transaction
  * recorded but had not acted on yet when their workflow ended; they are cancelled too, as they
  * would have been had their outcome come a moment later. Returns the ids of the steps that were
- * running (their tools are aborted).
+ * running (their tools are aborted). With `notify`, the statement also NOTIFYs those events, in
+ * order: the transaction's last statement, when nothing else is written after it.
  */
-export async function endWorkflowsCancellingLiveSteps(db: Queryable, ends: WorkflowEnd[], unapplied: string[] = []): Promise<string[]> {
+export async function endWorkflowsCancellingLiveSteps(
+  db: Queryable,
+  ends: WorkflowEnd[],
+  unapplied: string[] = [],
+  notify?: EventsNotify,
+): Promise<string[]> {
   if (ends.length === 0) return [];
-  const { rows } = await db.query<{ id: string }>({
+  const { rows } = await db.query<{ running: string[] }>({
     name: 'stepd_end_workflows_cancelling_live_steps',
     text: `WITH live AS (
              SELECT id, status FROM workflow_steps
@@ -214,16 +220,27 @@ export async function endWorkflowsCancellingLiveSteps(db: Queryable, ends: Workf
               -- (status IN ('new', 'running') would let a plan on stale statistics read every
               -- running workflow through the status index, in every batch.)
               WHERE w.id = u.id AND w.status <> ALL ('{completed,failed,cancelled}'::text[])
-             RETURNING w.id)
-           SELECT id::text FROM cancelled WHERE was = 'running'`,
+             RETURNING w.id),
+           -- The transaction's events, in order, when this is its last statement (one round trip fewer).
+           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($4, e.p) FROM json_array_elements_text($5::json) WITH ORDINALITY AS e(p, ord)
+                                                WHERE $4 IS NOT NULL ORDER BY e.ord) x)
+           SELECT ARRAY(SELECT id::text FROM cancelled WHERE was = 'running') AS running, (SELECT n FROM sent) AS notified`,
     // The ends as one JSON array (see insertSteps): a completed workflow's output is JSON null at least.
     values: [
       ends.map((e) => e.workflowId),
       JSON.stringify(ends.map((e) => (e.status === 'completed' ? { id: e.workflowId, status: e.status, output: e.output ?? null } : { id: e.workflowId, status: e.status, error: e.error }))),
       unapplied,
+      notify?.channel ?? null,
+      JSON.stringify(notify?.payloads ?? []),
     ],
   });
-  return rows.map((r) => r.id);
+  return rows[0]?.running ?? [];
+}
+
+/** Events a statement NOTIFYs itself, in order, on `channel` (each payload one event's JSON). */
+export interface EventsNotify {
+  channel: string;
+  payloads: string[];
 }
 
 export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
