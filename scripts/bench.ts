@@ -24,7 +24,7 @@ import { PGBOSS_CHAIN_WORK, PGBOSS_THROUGHPUT_WORK, runPgBoss } from './bench/pg
 import { formatReport, writeResults } from './bench/report.js';
 import { runScale, type ScaleResult } from './bench/scale.js';
 import { prepareOtherBuild } from './bench/otherBuild.js';
-import { benchSettingsFrom, isFullRun, type BenchSettings } from './bench/settings.js';
+import { BENCH_USAGE, benchSettingsFrom, isFullRun, wantsHelp, type BenchSettings } from './bench/settings.js';
 import { openStatementProbe, type StatementProbe } from './bench/statementStats.js';
 import { runStepdScenarios, type Build, type StepdRunResult } from './bench/stepdRun.js';
 
@@ -89,6 +89,10 @@ async function oneRun(deps: RunDeps, run: number): Promise<RunResult> {
 }
 
 async function main(): Promise<void> {
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(BENCH_USAGE);
+    return;
+  }
   const settings = benchSettingsFrom();
   const cleanup = new Cleanup();
   let interrupted = false;

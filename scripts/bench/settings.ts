@@ -79,6 +79,29 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
+/** What `--help` prints. */
+export const BENCH_USAGE = `usage: npm run bench   (or, after a build: sh scripts/node22.sh node dist/scripts/bench.js [flags])
+
+  --only a,b          BENCH_ONLY            run only these scenarios: ${SCENARIOS.join(', ')}
+  --size small        BENCH_SIZE            reduced sizes for a quick look (does not replace latest.json)
+  --runs N            BENCH_RUNS            runs of each scenario (default 3; 1 with --size small)
+  --io-concurrency N  BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
+  --compare REF       BENCH_COMPARE         also run the stepd scenarios with git REF, alternating
+  --accounting        BENCH_ACCOUNTING=1    read the executors' /metrics around each scenario
+                      BENCH_DATABASE_URL    PostgreSQL to use (default ${DEFAULT_BENCH_DATABASE_URL})
+                      BENCH_PROFILE=1       run the executor under node --cpu-prof
+  --help                                    this text
+
+npm run bench passes no flags to the script: use the variables there.
+`;
+
+/** Whether the command line asks for the usage text (nothing is run then). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
+/** The flags benchSettingsFrom reads. */
+const FLAGS = new Set(['only', 'size', 'runs', 'io-concurrency', 'compare', 'accounting']);
 /** Flags that take no value. */
 const SWITCHES = new Set(['accounting']);
 
@@ -88,7 +111,8 @@ export function parseFlags(argv: readonly string[]): Record<string, string> {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-    if (!m) throw new Error(`unexpected argument "${arg}" (flags: --only, --size, --runs, --io-concurrency, --compare, --accounting)`);
+    if (!m) throw new Error(`unexpected argument "${arg}" (flags: --only, --size, --runs, --io-concurrency, --compare, --accounting, --help)`);
+    if (!FLAGS.has(m[1]!)) throw new Error(`unknown flag --${m[1]} (see --help)`);
     if (SWITCHES.has(m[1]!) && m[2] === undefined) {
       out[m[1]!] = 'true';
       continue;
@@ -110,8 +134,6 @@ function parseOnly(raw: string | undefined): ScenarioName[] {
 
 export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): BenchSettings {
   const flags = parseFlags(argv);
-  const known = new Set(['only', 'size', 'runs', 'io-concurrency', 'compare', 'accounting']);
-  for (const k of Object.keys(flags)) if (!known.has(k)) throw new Error(`unknown flag --${k}`);
   const size = flags.size ?? env.BENCH_SIZE ?? (env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true' ? 'small' : 'full');
   if (size !== 'small' && size !== 'full') throw new Error(`--size must be small or full (got "${size}")`);
   const quick = size === 'small';
