@@ -28,6 +28,22 @@ describe('lifecycle events', () => {
     expect(mine).toEqual(['workflow.started', 'step.started:a', 'step.done:a', 'step.started:b', 'step.done:b', 'workflow.completed']);
   });
 
+  it('announces each workflow once and in order when one batch ends some workflows and moves others on', async () => {
+    const t = await createTestSchema();
+    const events = await listen(t);
+    // Inserted before the executor starts: admitted together, their outcomes recorded together.
+    const ends = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.noop', done: true } } });
+    const moves = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.noop', next: 'b' }, b: { tool: 'core.echo', args: { x: 1 }, done: true } } });
+    const fails = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { message: 'no' } } } });
+    await startExecutor(t);
+    for (const id of [ends, moves, fails]) await waitForWorkflow(t, id);
+    const of = (id: string) => events.filter((e) => e.workflowId === id).map((e) => `${e.type}${e.step ? `:${e.step}` : ''}`);
+    await waitFor(() => of(fails).includes('workflow.failed') && of(ends).includes('workflow.completed') && of(moves).includes('workflow.completed'), 'every end announced');
+    expect(of(ends)).toEqual(['workflow.started', 'step.started:a', 'step.done:a', 'workflow.completed']);
+    expect(of(moves)).toEqual(['workflow.started', 'step.started:a', 'step.done:a', 'step.started:b', 'step.done:b', 'workflow.completed']);
+    expect(of(fails)).toEqual(['workflow.started', 'step.started:a', 'step.failed:a', 'workflow.failed']);
+  });
+
   it('fails a step whose error is larger than a NOTIFY payload like any other, announcing it trimmed', async () => {
     const t = await createTestSchema();
     const events = await listen(t);

@@ -27,7 +27,8 @@ function countTransactions(): { transactions: Recorded[]; reset: () => void } {
     const first = args[0];
     const text = typeof first === 'string' ? first : ((first as { text?: string } | null)?.text ?? '');
     const head = text.trim().toUpperCase();
-    if (head === 'BEGIN') open.set(this, { statements: [], finishing: [], committed: false });
+    // The executor's batch transactions begin with their planner settings in the same round trip.
+    if (head === 'BEGIN' || head.startsWith('BEGIN;')) open.set(this, { statements: [], finishing: [], committed: false });
     else if (head === 'COMMIT' || head === 'ROLLBACK') {
       const rec = open.get(this);
       if (rec) transactions.push({ ...rec, committed: head === 'COMMIT' });

@@ -36,13 +36,15 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(
 ): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
     name: 'stepd_admit_new_workflows',
+    // The pick reads what the resolution needs (one read of each row before the update).
     text: `WITH picked AS (
-             SELECT id FROM workflows WHERE status = 'new' AND (start_at IS NULL OR start_at <= now())
+             SELECT id, name, flow IS NULL AS by_name, flow_version FROM workflows
+              WHERE status = 'new' AND (start_at IS NULL OR start_at <= now())
                 AND id <> ALL($2::bigint[]) AND ($3::bigint IS NULL OR id = $3)
               ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
            resolved AS (
              SELECT w.id, f.flow AS registered, f.version,
-                    CASE WHEN w.flow IS NULL AND f.flow IS NULL THEN jsonb_build_object(
+                    CASE WHEN w.by_name AND f.flow IS NULL THEN jsonb_build_object(
                       'code', 'unknown_flow',
                       'message', CASE
                         WHEN latest.version IS NULL THEN
@@ -51,13 +53,13 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(
                       END,
                       'details', jsonb_build_object('name', left(w.name, 200), 'version', w.flow_version, 'latest', latest.version))
                     END AS refusal
-               FROM picked p JOIN workflows w ON w.id = p.id
+               FROM picked w
                LEFT JOIN LATERAL (
                  SELECT version, flow FROM flows
-                  WHERE w.flow IS NULL AND name = w.name AND (w.flow_version IS NULL OR version = w.flow_version)
+                  WHERE w.by_name AND name = w.name AND (w.flow_version IS NULL OR version = w.flow_version)
                   ORDER BY version DESC LIMIT 1) f ON true
                LEFT JOIN LATERAL (
-                 SELECT max(version) AS version FROM flows WHERE w.flow IS NULL AND name = w.name) latest ON true)
+                 SELECT max(version) AS version FROM flows WHERE w.by_name AND name = w.name) latest ON true)
            UPDATE workflows w SET updated_at = now(), started_at = now(),
                   status = CASE WHEN r.refusal IS NULL THEN 'running' ELSE 'failed' END,
                   step_count = CASE WHEN r.refusal IS NULL THEN w.step_count + 1 ELSE w.step_count END,
