@@ -2,10 +2,10 @@
  * `npm run bench`: the performance benchmark (issues 5 and 12).
  *
  * Per run: the stepd scenarios (fresh schema, a stepd executor in its own process, everything
- * driven through SQL from here): 1 throughput, 2 chain, 3 forEach of 1,000, 4 wake-up, the
+ * driven through SQL from here): 1 throughput, 1b sustained throughput (five times as many), 2 chain, 3 forEach of 1,000, 4 wake-up, the
  * executor's idle CPU and memory, 6 io-bound three-step workflows (own executor, explicit
  * concurrency), 7 forEach of 10,000 with its peak RSS; then the pgbench-style ceiling (1 and 8
- * clients) and pg-boss doing scenarios 1 and 2. Once: the claim statement's latency with 0 and
+ * clients) and pg-boss doing scenarios 1, 1b and 2. Once: the claim statement's latency with 0 and
  * with 1,000,000 finished step rows. When the server loads pg_stat_statements, each stepd
  * scenario also reports the executor's statements per step.
  * Prints a table (median and min–max over the runs, ratios to the peers, targets) and writes
@@ -81,8 +81,17 @@ async function oneRun(deps: RunDeps, run: number): Promise<RunResult> {
     );
     if (c) ceiling.push(c);
   }
-  const pgboss = !settings.only.includes('pgboss') ? undefined : await peer('pg-boss', `pg-boss (${settings.sizes.throughput} jobs, chain of ${settings.sizes.chain})`, () =>
-    runPgBoss({ url: settings.databaseUrl, cleanup, jobs: settings.sizes.throughput, chain: settings.sizes.chain, timeoutMs: settings.scenarioTimeoutMs }),
+  const sustainedJobs = settings.only.includes('sustained') ? settings.sizes.sustained : undefined;
+  const jobs = `${settings.sizes.throughput}${sustainedJobs !== undefined ? ` and ${sustainedJobs}` : ''} jobs`;
+  const pgboss = !settings.only.includes('pgboss') ? undefined : await peer('pg-boss', `pg-boss (${jobs}, chain of ${settings.sizes.chain})`, () =>
+    runPgBoss({
+      url: settings.databaseUrl,
+      cleanup,
+      jobs: settings.sizes.throughput,
+      ...(sustainedJobs !== undefined ? { sustainedJobs } : {}),
+      chain: settings.sizes.chain,
+      timeoutMs: settings.scenarioTimeoutMs,
+    }),
   );
   const after = await sampleLoad(settings.databaseUrl);
   return { stepd, ...(compared ? { compared } : {}), ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };

@@ -76,6 +76,12 @@ const DEFS: FigureDef[] = [
   { key: 'throughput.stepsPerClaim', section: '1 throughput', label: 'steps per claim tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerClaim },
   { key: 'throughput.stepsPerCompletion', section: '1 throughput', label: 'steps per completion tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerCompletion },
   { key: 'throughput.workflowsPerAdmission', section: '1 throughput', label: 'workflows per admission tx', unit: '', get: (r) => r.stepd.throughput?.batching.workflowsPerAdmission },
+  {
+    key: 'sustained.workflowsPerSec', section: '1b sustained', label: 'workflows/s (five times as many)', unit: '/s',
+    get: (r) => r.stepd.sustained?.workflowsPerSec, pgboss: (r) => r.pgboss?.sustained?.jobsPerSec,
+    target: { text: '≥ 0.5× pg-boss', met: (_v, x) => (x.pgboss ?? 0) >= 0.5 },
+    timedOut: (r) => r.stepd.sustained?.timedOut,
+  },
   { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,
@@ -121,6 +127,10 @@ const DEFS: FigureDef[] = [
   { key: 'ceiling.1', section: '8 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
   { key: 'ceiling.8', section: '8 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
   { key: 'pgboss.jobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.pgboss?.throughput.timedOut },
+  {
+    key: 'pgboss.sustainedJobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s (sustained)', unit: '/s',
+    get: (r) => r.pgboss?.sustained?.jobsPerSec, timedOut: (r) => r.pgboss?.sustained?.timedOut,
+  },
   { key: 'pgboss.chainTotalMs', section: '8 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.pgboss?.chain.timedOut },
   { key: 'pgboss.chainHopP50Ms', section: '8 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50 },
   { key: 'pgboss.chainHopP99Ms', section: '8 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p99 },

@@ -1,6 +1,7 @@
 /**
  * Scenario 6b, pg-boss 12 (an installed dependency) doing scenarios 1 and 2 in its own schema:
- *   throughput: N no-op jobs inserted with one insert(), worked in batches;
+ *   throughput: N no-op jobs inserted with one insert(), worked in batches (and, with the
+ *   sustained scenario, as many jobs as it has workflows, in a queue of their own);
  *   chain: N jobs, each handler sending the next (the send commits before the completion).
  * Times come from pg-boss's job rows (database clock): created_on, started_on, completed_on.
  *
@@ -30,6 +31,8 @@ export interface PgBossChainResult {
 
 export interface PgBossResult {
   throughput: PgBossThroughputResult;
+  /** The same with as many jobs as the sustained scenario has workflows (when it runs). */
+  sustained?: PgBossThroughputResult;
   chain: PgBossChainResult;
 }
 
@@ -73,10 +76,9 @@ async function noopJobs(boss: PgBoss, schema: string, queue: string, count: numb
   return timedOut;
 }
 
-async function throughput(boss: PgBoss, schema: string, count: number, timeoutMs: number): Promise<PgBossThroughputResult> {
+async function throughput(boss: PgBoss, schema: string, count: number, timeoutMs: number, queue = 'bench_noop'): Promise<PgBossThroughputResult> {
   // A warm-up, as the stepd executor gets: first compilations and plans stay out of the figure.
-  await noopJobs(boss, schema, 'bench_warmup', Math.min(2_000, count), timeoutMs);
-  const queue = 'bench_noop';
+  await noopJobs(boss, schema, `${queue}_warmup`, Math.min(2_000, count), timeoutMs);
   const timedOut = await noopJobs(boss, schema, queue, count, timeoutMs);
   const [r] = await jobQuery<{ jobs: number; elapsed_ms: number }>(
     boss,
@@ -114,7 +116,7 @@ async function chain(boss: PgBoss, schema: string, length: number, timeoutMs: nu
   return { jobs: rows.length, totalMs: t!.total_ms, hopMs: summarize(hops), timedOut };
 }
 
-export async function runPgBoss(opts: { url: string; cleanup: Cleanup; jobs: number; chain: number; timeoutMs: number }): Promise<PgBossResult> {
+export async function runPgBoss(opts: { url: string; cleanup: Cleanup; jobs: number; sustainedJobs?: number; chain: number; timeoutMs: number }): Promise<PgBossResult> {
   const schema = newSchemaName('pgboss');
   const drop = dropSchemaLater(opts.cleanup, opts.url, schema);
   const boss = new PgBoss({ connectionString: opts.url, schema, useListenNotify: true, schedule: false, supervise: false, max: 10, application_name: 'stepd-bench-pgboss' });
@@ -124,9 +126,10 @@ export async function runPgBoss(opts: { url: string; cleanup: Cleanup; jobs: num
   try {
     await boss.start();
     const t = await throughput(boss, schema, opts.jobs, opts.timeoutMs);
+    const sustained = opts.sustainedJobs === undefined ? undefined : await throughput(boss, schema, opts.sustainedJobs, opts.timeoutMs, 'bench_sustained');
     const c = await chain(boss, schema, opts.chain, opts.timeoutMs);
     if (errors.length > 0) throw new Error(`pg-boss reported ${errors.length} error(s), e.g. ${errors[0]!.message}`);
-    return { throughput: t, chain: c };
+    return { throughput: t, ...(sustained ? { sustained } : {}), chain: c };
   } finally {
     await stop();
     await drop();

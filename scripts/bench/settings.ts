@@ -18,6 +18,8 @@
 export interface BenchSizes {
   /** Scenario 1: single-step workflows inserted at once (pg-boss: as many no-op jobs). */
   throughput: number;
+  /** Scenario 1b: the same, five times as many: long enough to measure the steady state, not the ramp. */
+  sustained: number;
   /** Scenario 2: sequential steps in one workflow (pg-boss: a chain of as many jobs). */
   chain: number;
   /** Scenario 3: items of one forEach. */
@@ -33,7 +35,7 @@ export interface BenchSizes {
 }
 
 /** Scenario names accepted by --only, in the order they run. */
-export const SCENARIOS = ['throughput', 'chain', 'foreach1k', 'wakeup', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {
@@ -69,8 +71,8 @@ export interface BenchSettings {
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const FULL: BenchSizes = { throughput: 10_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000 };
-const SMALL: BenchSizes = { throughput: 1_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000 };
+const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000 };
+const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000 };
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;

@@ -27,12 +27,13 @@ import { warmUp, type StepdContext } from './stepdScenario.js';
 import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
   build: string;
   throughput?: ThroughputResult;
+  sustained?: ThroughputResult;
   chain?: ChainResult;
   fanout?: FanoutResult;
   wakeup?: WakeupResult;
@@ -59,7 +60,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -122,6 +123,9 @@ export async function runStepdScenarios(opts: {
       const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
       await warmUp(ctx);
       if (selected('throughput')) await scenario(ctx, 'throughput', `throughput (${s.throughput} workflows)`, () => runThroughput(ctx, s.throughput));
+      if (selected('sustained')) {
+        await scenario(ctx, 'sustained', `sustained throughput (${s.sustained} workflows)`, () => runThroughput(ctx, s.sustained, 'bench-sustained'));
+      }
       if (selected('chain')) await scenario(ctx, 'chain', `chain (${s.chain} steps)`, () => runChain(ctx, s.chain));
       if (selected('foreach1k')) await scenario(ctx, 'fanout', `fan-out (${s.fanout} items)`, () => runFanout(ctx, s.fanout));
       if (selected('wakeup')) await scenario(ctx, 'wakeup', `wake-up (${s.gates} gates)`, () => runWakeup(ctx, s.gates));
