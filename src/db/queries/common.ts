@@ -8,6 +8,12 @@ export interface Queryable {
   query<R = any>(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
+/** Events a statement NOTIFYs itself, in order, on `channel` (each payload one event's JSON): a round trip saved. */
+export interface EventsNotify {
+  channel: string;
+  payloads: string[];
+}
+
 /** JSON for a jsonb parameter: undefined → SQL NULL, anything else (even null) → its JSON text. */
 export function jsonParam(value: unknown): string | null {
   return value === undefined ? null : JSON.stringify(value);

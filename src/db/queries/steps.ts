@@ -4,7 +4,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
-import type { Queryable } from './common.js';
+import type { EventsNotify, Queryable } from './common.js';
 
 export interface NewStep {
   workflowId: string;
@@ -37,9 +37,7 @@ export interface NewStep {
  * Events to NOTIFY in the same statement that inserts steps (saving a round trip): `payloads` in
  * order, then, with `startedSchema`, a `step.started` event for each step inserted running.
  */
-export interface StepNotify {
-  channel: string;
-  payloads: string[];
+export interface StepNotify extends EventsNotify {
   startedSchema: string | null;
 }
 

@@ -4,7 +4,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
-import { jsonParam, type Queryable } from './common.js';
+import { jsonParam, type EventsNotify, type Queryable } from './common.js';
 
 export type AdmittedWorkflow = Pick<
   WorkflowRow,
@@ -239,11 +239,6 @@ export async function endWorkflowsCancellingLiveSteps(
   return rows[0]?.running ?? [];
 }
 
-/** Events a statement NOTIFYs itself, in order, on `channel` (each payload one event's JSON). */
-export interface EventsNotify {
-  channel: string;
-  payloads: string[];
-}
 
 export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
 
