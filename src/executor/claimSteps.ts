@@ -147,19 +147,30 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   return { rows, moreReady, cancelledRunning, fair };
 }
 
+/**
+ * Runs one claim statement in a transaction of its own planned with index scans (see
+ * withTransaction's preferIndexScans): with statistics from before a burst of ready steps, the
+ * claim otherwise reads every ready row through a bitmap scan and sorts them to take its batch,
+ * at every claim. Two round trips more than the statement alone; only the batch claims of tool
+ * steps take them (a readied gate's toolless claim stays one round trip).
+ */
+function claimPlannedWithIndexScans<T>(deps: ClaimDeps, claim: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+  return withTransaction(deps.pool, claim, { preferIndexScans: true });
+}
+
 /** The unlimited path: the hot statement, or the fair one after a batch one workflow dominated. */
 async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promise<{ rows: ClaimedStep[]; moreReady: boolean }> {
   const fair = deps.fairness;
   const base = claimBy(deps, leaseMs);
   if (!fair.next) {
-    const rows = await claimReadySteps(deps.pool, { ...base, limit: free });
+    const rows = await claimPlannedWithIndexScans(deps, (db) => claimReadySteps(db, { ...base, limit: free }));
     const full = rows.length >= free;
     fair.next = full && dominated(rows);
     return { rows, moreReady: full };
   }
   fair.next = false;
   const after = fair.cursor;
-  const f = await claimReadyStepsFairly(deps.pool, { ...base, limit: free, after, workflows: free });
+  const f = await claimPlannedWithIndexScans(deps, (db) => claimReadyStepsFairly(db, { ...base, limit: free, after, workflows: free }));
   // Round robin: continue after the last workflow visited, or start over when the end was reached.
   fair.cursor = f.visited >= free && f.lastVisited !== null ? f.lastVisited : '0';
   const rows = f.rows;
@@ -167,7 +178,7 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
     // Workflows with fewer ready steps than their share: fill the batch with the oldest. If that
     // fails on a row, the rows already claimed still run; the next claim isolates the row.
     try {
-      rows.push(...(await claimReadySteps(deps.pool, { ...base, limit: free - rows.length })));
+      rows.push(...(await claimPlannedWithIndexScans(deps, (db) => claimReadySteps(db, { ...base, limit: free - rows.length }))));
     } catch (err) {
       if (!isRowSpecificPgError(err)) throw err;
       return { rows, moreReady: true };
@@ -238,7 +249,7 @@ async function claimWithinLimits(
       }
     }
     return { rows, moreReady, poisoned, tried: chosen.length };
-  });
+  }, { preferIndexScans: true });
 }
 
 /**

@@ -11,8 +11,14 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPool, withTransaction } from '../../src/db/connect.js';
-import { admitNewWorkflowsResolvingRegisteredFlows, endWorkflowsCancellingLiveSteps, lockWorkflowsAndFinishSteps } from '../../src/db/queries.js';
-import { createTestSchema, onCleanup, type TestSchema } from '../helpers/db.js';
+import {
+  admitNewWorkflowsResolvingRegisteredFlows,
+  claimReadySteps,
+  claimReadyStepsFairly,
+  endWorkflowsCancellingLiveSteps,
+  lockWorkflowsAndFinishSteps,
+} from '../../src/db/queries.js';
+import { asExecutor, createTestSchema, onCleanup, type TestSchema } from '../helpers/db.js';
 
 const BACKLOG = 3_000;
 const BATCH = 500;
@@ -78,16 +84,33 @@ async function plansOf(pool: pg.Pool, preferIndexScans: boolean, fn: (client: pg
 class RolledBack extends Error {}
 
 /**
- * Scans of the workflows table (or its indexes) that read more rows than a batch: a batch of
- * 500 is found through its ids or through an index in id order that stops after 500.
+ * Scans of a table (or its indexes) that read more rows than twice a batch: a batch is found
+ * through its ids or through an index in order that stops after the batch.
  */
-function wideScansOfWorkflows(plans: PlanNode[]): string[] {
+function wideScans(plans: PlanNode[], table: 'workflows' | 'workflow_steps', batch: number): string[] {
   return plans
     .flatMap(nodes)
-    .filter((n) => n['Node Type'].includes('Scan') && (n['Relation Name'] === 'workflows' || n['Index Name']?.startsWith('workflows_')))
+    .filter((n) => n['Node Type'].includes('Scan') && (n['Relation Name'] === table || n['Index Name']?.startsWith(`${table}_`)))
     .map((n) => ({ n, read: ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1) }))
-    .filter(({ read }) => read > 2 * BATCH)
+    .filter(({ read }) => read > 2 * batch)
     .map(({ n, read }) => `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}: ${read} rows`);
+}
+
+const wideScansOfWorkflows = (plans: PlanNode[]) => wideScans(plans, 'workflows', BATCH);
+
+/** A backlog of ready steps (one per running workflow) the statistics have not seen. */
+async function staleReadySteps(t: TestSchema): Promise<void> {
+  await t.q(`ALTER TABLE stepd.workflows SET (autovacuum_enabled = false)`);
+  await t.q(`ALTER TABLE stepd.workflow_steps SET (autovacuum_enabled = false)`);
+  await t.q(`ANALYZE stepd.workflows`);
+  await t.q(`ANALYZE stepd.workflow_steps`);
+  await asExecutor(
+    t,
+    `WITH w AS (INSERT INTO stepd.workflows (name, flow, input, created_by, status, started_at, step_count)
+                SELECT 'burst', $1::jsonb, '{}', 'test', 'running', now(), 1 FROM generate_series(1, $2::int) RETURNING id)
+     INSERT INTO stepd.workflow_steps (workflow_id, name, tool, status, ready_at) SELECT id, 'a', 'core.noop', 'ready', now() - interval '1 second' FROM w`,
+    [ONE_STEP, BACKLOG],
+  );
 }
 
 describe("the executor's batch transactions under statistics from before a burst", () => {
@@ -115,6 +138,24 @@ describe("the executor's batch transactions under statistics from before a burst
     // The same statements planned as PostgreSQL would by default: the fixture does reproduce the problem.
     const plain = await plansOf(pool, false, batch);
     expect(wideScansOfWorkflows(plain).length).toBeGreaterThan(0);
+  });
+
+  it('claim a batch of ready steps through the ready index in order, not a sort of every ready row', async () => {
+    const t = await createTestSchema();
+    await staleReadySteps(t);
+    const pool = createPool({ url: t.url, schema: t.schema, role: 'executor', max: 1 });
+    onCleanup(() => pool.end());
+    const claimBatch = 64;
+    const by = { executorId: 'no-such-executor', leaseMs: 60_000 };
+    const claims = async (client: pg.PoolClient) => {
+      expect(await claimReadySteps(client, { ...by, limit: claimBatch })).toHaveLength(claimBatch);
+      const fair = await claimReadyStepsFairly(client, { ...by, limit: claimBatch, after: '0', workflows: claimBatch });
+      expect(fair.rows).toHaveLength(claimBatch);
+    };
+
+    expect(wideScans(await plansOf(pool, true, claims), 'workflow_steps', claimBatch)).toEqual([]);
+    // As PostgreSQL plans them by default: every ready row read and sorted, at every claim.
+    expect(wideScans(await plansOf(pool, false, claims), 'workflow_steps', claimBatch).length).toBeGreaterThan(0);
   });
 
   it('keeps the planner settings inside the transaction: the next one on the same connection plans as usual', async () => {
