@@ -94,6 +94,38 @@ describe('claims', () => {
     expect(probe.max).toBeGreaterThanOrEqual(2);
   });
 
+  it("loses no step when the executor's connections are killed in the middle of its claims", async () => {
+    const t = await createTestSchema();
+    // Two slots for sixty steps that each wait: most of them are claimed by the claim loop, in
+    // transactions of their own (claimSteps.ts), which the kills below cut at any statement.
+    await startExecutor(t, { concurrency: 2 });
+    const flow = { start: 'a', steps: { a: { tool: 'core.sleep', args: { ms: 5 }, done: true, output: '{{result}}' } } };
+    const ids = await Promise.all(Array.from({ length: 60 }, () => insertWorkflow(t, flow)));
+    let kills = 0;
+    await waitFor(async () => {
+      const killed = await t.q(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = 'stepd-executor' AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+            AND datname = current_database() AND query ILIKE '%workflow_steps%'`,
+      );
+      kills += killed.length;
+      const [left] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status <> 'completed'`);
+      return kills >= 5 || left!.n === 0;
+    }, 'five executor transactions killed');
+    expect(kills).toBeGreaterThan(0);
+    for (const id of ids) {
+      const wf = await waitForWorkflow(t, id, undefined, 60_000);
+      expect(wf.status).toBe('completed');
+      expect(wf.output).toEqual({ slept: 5 });
+    }
+    const [r] = await t.q<{ live: number; done: number }>(
+      `SELECT count(*) FILTER (WHERE status IN ('ready', 'running'))::int AS live, count(DISTINCT workflow_id) FILTER (WHERE status = 'done')::int AS done
+         FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[])`,
+      [ids],
+    );
+    expect(r).toEqual({ live: 0, done: 60 });
+  });
+
   it('runs readied gates and due timers while every tool slot is busy', async () => {
     const t = await createTestSchema();
     const probe = new ProbeTools();

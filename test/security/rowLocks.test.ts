@@ -1,9 +1,10 @@
 /**
- * Row locks held by a client. A client role may UPDATE workflows (to cancel or redrive), so it
- * may also take their row locks with SELECT … FOR UPDATE and keep them as long as it likes. The
- * executor must not let one held row stop the others: shared outcome batches skip held rows, the
- * lane that records them one workflow at a time waits for a row at most a short while and then
- * serves the others first, and the watchdog leaves a held row for its next sweep.
+ * Row locks held by a client. A client role may UPDATE workflows (to cancel or redrive) and steps
+ * (to ready a gate), so it may also take their row locks with SELECT … FOR UPDATE and keep them
+ * as long as it likes. The executor must not let one held row stop the others: claims skip held
+ * step rows, shared outcome batches skip held workflow rows, the lane that records them one
+ * workflow at a time waits for a row at most a short while and then serves the others first, and
+ * the watchdog leaves a held row for its next sweep.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -13,8 +14,13 @@ import { insertWorkflow, onCleanup, securityEnv, waitFor, waitForWorkflow, type 
 
 const HELD = (v: string) => ({ start: 'x', steps: { x: { tool: 'hold.wait', args: { v }, done: true, output: '{{result}}' } } });
 
-/** A client session holding workflow `id`'s row lock until `release()`. */
-async function holdRow(pool: pg.Pool, t: TestSchema, id: string): Promise<{ pid: number; release: () => Promise<void> }> {
+/** A client session holding the lock of row `id` of `table` until `release()`. */
+async function holdRow(
+  pool: pg.Pool,
+  t: TestSchema,
+  id: string,
+  table: 'workflows' | 'workflow_steps' = 'workflows',
+): Promise<{ pid: number; release: () => Promise<void> }> {
   const conn = await pool.connect();
   let released = false;
   const release = async () => {
@@ -25,10 +31,44 @@ async function holdRow(pool: pg.Pool, t: TestSchema, id: string): Promise<{ pid:
   };
   onCleanup(release);
   await conn.query('BEGIN');
-  await conn.query(`SELECT 1 FROM ${t.schema}.workflows WHERE id = $1 FOR UPDATE`, [id]);
+  await conn.query(`SELECT 1 FROM ${t.schema}.${table} WHERE id = $1 FOR UPDATE`, [id]);
   const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   return { pid: rows[0]!.pid, release };
 }
+
+/** Fails once, retryably; its second attempt is a ready row the claim loop takes when it is due. */
+const RETRIED_LATER = { start: 'x', steps: { x: { tool: 'core.fail', args: { retryable: true, message: 'again' }, retry: { maxAttempts: 2, initial: '1s', jitter: false } } } };
+
+async function secondAttempt(t: TestSchema, workflowId: string): Promise<{ id: string; status: string } | undefined> {
+  return (await t.q<{ id: string; status: string }>(`SELECT id, status FROM stepd.workflow_steps WHERE workflow_id = $1 AND attempt = 2`, [workflowId]))[0];
+}
+
+describe('a client holding ready step rows', () => {
+  it("cannot stop the claims: the held row is skipped, other workflows' steps are claimed, and it is claimed once let go", async () => {
+    const env = await securityEnv();
+    const { t } = env;
+    const a = await insertWorkflow(t, RETRIED_LATER);
+    const attemptA = await waitFor(async () => {
+      const row = await secondAttempt(t, a);
+      return row?.status === 'ready' ? row : undefined;
+    }, "a's second attempt, ready later");
+    const held = await holdRow(env.client.pool, t, attemptA.id, 'workflow_steps');
+
+    const b = await insertWorkflow(t, RETRIED_LATER);
+    const failedB = await waitForWorkflow(t, b);
+    expect(failedB.status).toBe('failed');
+    expect((await secondAttempt(t, b))?.status).toBe('failed');
+    // Due since before b's: still ready, skipped by every claim while the client holds it.
+    expect((await secondAttempt(t, a))?.status).toBe('ready');
+    expect((await t.q(`SELECT status FROM stepd.workflows WHERE id = $1`, [a]))[0].status).toBe('running');
+
+    await held.release();
+    const failedA = await waitForWorkflow(t, a);
+    expect(failedA.status).toBe('failed');
+    expect((await secondAttempt(t, a))?.status).toBe('failed');
+    await env.bystander.assertUndisturbedAndServed();
+  });
+});
 
 describe('a client holding workflow rows', () => {
   it("cannot stop the outcomes of other workflows: the held one waits its turn while the others' are recorded", async () => {
