@@ -74,17 +74,18 @@ export async function createSecuredSchema(): Promise<TestSchema> {
 }
 
 /**
- * Creates a LOGIN role (trust auth, no password) that is a member of `grantedRole` only, dropped
- * after the test (its connections ended first). Returns its name and connection URL.
+ * Creates a LOGIN role (trust auth, no password) that is a member of `grantedRole` only (of no
+ * role when null: no grants at all), dropped after the test (its connections ended first).
+ * Returns its name and connection URL.
  */
-export async function createLoginRole(t: TestSchema, grantedRole: string, name: string): Promise<{ role: string; url: string }> {
+export async function createLoginRole(t: TestSchema, grantedRole: string | null, name: string): Promise<{ role: string; url: string }> {
   const ident = pg.escapeIdentifier(name);
   await t.db.query(`CREATE ROLE ${ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
   onCleanup(async () => {
     await t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [name]).catch(() => {});
     await dropRole(t.db, name);
   });
-  await t.db.query(`GRANT ${pg.escapeIdentifier(grantedRole)} TO ${ident}`);
+  if (grantedRole !== null) await t.db.query(`GRANT ${pg.escapeIdentifier(grantedRole)} TO ${ident}`);
   return { role: name, url: connectionUrlFor(name) };
 }
 

@@ -5,7 +5,8 @@
  * stepd's own MCP server (`stepd mcp`, a real child process connected to the database as a LOGIN
  * role granted only `<schema>_client`) shows all of it redacted to a user who may call that
  * server, and shows a user who may not call it none of its tools (that server is not even
- * contacted for them). `stepd tools` prints the listing redacted as well.
+ * contacted for them). `stepd tools` prints the listing redacted as well. A role with no grants
+ * cannot serve `stepd mcp` at all.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { CLI, childEnv, runCli } from '../cli/helpers.js';
 import { tempDirSync } from '../helpers/isolation.js';
 import { startEchoHeadersServer, type EchoHeadersServer } from '../mcp-servers/echo-headers-server.js';
 import { call } from '../mcpServer/scenario.js';
-import { onCleanup, securityEnv, type SecurityEnv } from './helpers.js';
+import { createLoginRole, onCleanup, securityEnv, type SecurityEnv } from './helpers.js';
 
 interface Listed {
   name: string;
@@ -120,6 +121,18 @@ describe('MCP tool listings', () => {
     const { tools: hers } = await listToolsAs(await stepdMcpAs(s, 'alice'));
     expect(hers.map((t) => t.name)).toEqual(expect.arrayContaining(['search.echo-description', 'search.echo-schema', 'core.echo']));
     expect(hers.every((t) => !t.name.startsWith('http.'))).toBe(true);
+    await s.env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('a database role with no grants cannot serve stepd mcp, so lists nothing, and the server is never contacted', async () => {
+    const s = await setup();
+    const bare = await createLoginRole(s.env.t, null, `bare_${randomBytes(5).toString('hex')}`);
+    const before = s.echo.seen.length;
+    const run = await runCli(['mcp', '--user', 'alice'], { cwd: s.cwd, env: { ...s.childEnv, DATABASE_URL: bare.url } });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toMatch(/no stepd tables/);
+    expect(run.stdout + run.stderr).not.toContain(s.token);
+    expect(s.echo.seen.length).toBe(before);
     await s.env.bystander.assertUndisturbedAndServed();
   });
 });
