@@ -71,8 +71,11 @@ export interface OperationsDeps {
    * workflows it created (`created_by`). Reads stay open to every user.
    */
   admins?: readonly string[];
-  /** The tools the daemon can call (built-ins and configured MCP servers), for listTools. */
-  listTools?: () => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
+  /**
+   * The tools the daemon can call (built-ins and configured MCP servers), for listTools;
+   * `servers` says which MCP servers are worth asking (the caller may call a tool of theirs).
+   */
+  listTools?: (servers: (prefix: string) => boolean) => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
 }
 
 
@@ -239,14 +242,19 @@ export class Operations {
     });
   }
 
-  /** The tools flows can call, each marked with whether `user` may call it. */
-  async listTools(user: string): Promise<{ tools: (ToolInfo & { allowed: boolean })[]; failures: { server: string; error: string }[] }> {
+  /**
+   * The tools `user` may call, and nothing of the others: a server none of whose tools the user
+   * may call is not asked, and its failures are not shown (its description or error could carry
+   * what the user is not meant to see). `allowed` is always true (kept for older clients).
+   */
+  async listTools(user: string): Promise<{ tools: (ToolInfo & { allowed: true })[]; failures: { server: string; error: string }[] }> {
     if (!this.#deps.listTools) return { tools: [], failures: [] };
-    const listed = await this.#deps.listTools();
     const policy = this.#deps.permissions;
+    const mayAsk = (prefix: string): boolean => policy?.allowsSomeToolOf(user, prefix) ?? true;
+    const listed = await this.#deps.listTools(mayAsk);
     return {
-      tools: listed.tools.map((t) => ({ ...t, allowed: policy ? policy.allows(user, t.name) : true })),
-      failures: listed.failures ?? [],
+      tools: listed.tools.filter((t) => policy?.allows(user, t.name) ?? true).map((t) => ({ ...t, allowed: true as const })),
+      failures: (listed.failures ?? []).filter((f) => mayAsk(f.server)),
     };
   }
 

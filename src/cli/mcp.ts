@@ -70,7 +70,7 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
     // The agent's database role may not be trusted: whom it may act as is said before anything is written.
     actAs: { clients: file.config.clients },
     admins: file.config.api?.admins ?? [],
-    listTools: () => listAllTools(tools),
+    listTools: (servers) => listAllTools(tools, { servers }),
   });
   const server = createMcpServer(ops, user, { log });
   const subscribed = notifications.prepareResourceSubscriptions(server);

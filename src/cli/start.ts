@@ -112,7 +112,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             ...(file.config.api ? { api: file.config.api } : {}),
             permissions: toolbox.permissions,
             ...(file.config.caps ? { caps: file.config.caps } : {}),
-            listTools: async () => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox),
+            listTools: async (servers) => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox, { servers }),
             ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }

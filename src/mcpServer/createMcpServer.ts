@@ -194,7 +194,7 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     'list_tools',
     {
       title: 'List the tools flows can call',
-      description: 'Every tool a flow step can call ("core.*", "http.request", the configured MCP servers\' tools) with its description and input schema; "allowed" says whether you may call it.',
+      description: 'The tools your flow steps may call ("core.*", "http.request", the configured MCP servers\' tools) with title, description and input and output schemas; tools you may not call are left out.',
       inputSchema: {},
       annotations: { readOnlyHint: true },
     },

@@ -46,8 +46,8 @@ function headline(tool: string, result: object): string {
       return r.flows.length === 0 ? 'no registered flows (register one with: stepd flow put FILE --name NAME)' : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
     }
     case 'list_tools': {
-      const r = result as { tools: { name: string; allowed: boolean }[] };
-      return `${r.tools.length} tool(s): ${r.tools.map((t) => `${t.name}${t.allowed ? '' : ' (not allowed)'}`).join(', ')}`;
+      const r = result as { tools: { name: string }[] };
+      return `${r.tools.length} tool(s) you may call: ${r.tools.map((t) => t.name).join(', ')}`;
     }
     default:
       return tool;

@@ -1,8 +1,10 @@
 /**
- * Where `http.request` may connect. Loopback, unspecified, private, shared (CGNAT), link-local,
- * cloud-metadata, multicast, broadcast and reserved addresses — also written as IPv4-mapped,
- * IPv4-compatible, NAT64 or 6to4 IPv6 — are refused unless an entry of the config's
- * `"http": { "allow": [...] }` (or the user's own list under `http.users`) matches the URL.
+ * Where `http.request` may connect. Every IANA special-purpose address (loopback, private,
+ * link-local, documentation, benchmarking, …; specialAddresses.ts), cloud-metadata, multicast and
+ * broadcast addresses — also when carried in an IPv6 address (IPv4-mapped, NAT64, 6to4, Teredo…)
+ * — and every address of the host's own interfaces (hostAddresses.ts) are refused unless an
+ * entry of the config's `"http": { "allow": [...] }` (or the user's own list under `http.users`)
+ * matches the URL.
  *
  * The check is on the resolved addresses (every address a name resolves to must pass), and the
  * caller connects to exactly the address checked here, so a second DNS answer cannot swap it.
@@ -11,8 +13,10 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { HttpPolicyConfig } from '../configFile.js';
 import { ConfigError, StepError } from '../errors.js';
+import { HostAddresses } from './hostAddresses.js';
+import { classifyAddress, type BlockReason } from './specialAddresses.js';
 
-export type BlockReason = 'loopback' | 'unspecified' | 'private' | 'link-local' | 'metadata' | 'multicast' | 'broadcast' | 'reserved';
+export { classifyAddress, type BlockReason } from './specialAddresses.js';
 
 export interface ResolvedAddress {
   address: string;
@@ -41,7 +45,7 @@ export class EgressDeniedError extends StepError {
   constructor(url: URL, reason: BlockReason) {
     super(
       'egress_denied',
-      `${describeUrl(url)} is refused: it reaches a ${REASON_TEXT[reason]} address and no "http.allow" entry of the config names it`,
+      `${describeUrl(url)} is refused: it reaches ${REASON_TEXT[reason]} and no "http.allow" entry of the config names it`,
       { retryable: false, details: { url: describeUrl(url), reason } },
     );
     this.name = 'EgressDeniedError';
@@ -49,14 +53,18 @@ export class EgressDeniedError extends StepError {
 }
 
 const REASON_TEXT: Record<BlockReason, string> = {
-  loopback: 'loopback',
-  unspecified: 'unspecified',
-  private: 'private',
-  'link-local': 'link-local',
-  metadata: 'cloud-metadata',
-  multicast: 'multicast',
-  broadcast: 'broadcast',
-  reserved: 'reserved',
+  loopback: 'a loopback address',
+  unspecified: 'an unspecified address',
+  private: 'a private address',
+  'link-local': 'a link-local address',
+  metadata: 'a cloud-metadata address',
+  multicast: 'a multicast address',
+  broadcast: 'a broadcast address',
+  documentation: 'a documentation address',
+  benchmarking: 'a benchmarking address',
+  'special-purpose': 'a special-purpose address',
+  reserved: 'a reserved address',
+  'host-interface': "an address of this host's own network interfaces",
 };
 
 /** Host names refused whatever they resolve to. */
@@ -71,17 +79,21 @@ export interface EgressPolicyOptions {
   policy?: HttpPolicyConfig | undefined;
   /** DNS, injectable for tests (default: dns.lookup, every address, in the resolver's order). */
   resolve?: Resolver;
+  /** The host's own addresses (default: os.networkInterfaces(), read again every second). */
+  hostAddresses?: HostAddresses;
 }
 
 export class EgressPolicy {
   readonly #allow: UrlPattern[];
   readonly #users: Map<string, UrlPattern[]>;
   readonly #resolve: Resolver;
+  readonly #host: HostAddresses;
 
   constructor(options: EgressPolicyOptions = {}) {
     this.#allow = (options.policy?.allow ?? []).map(compileUrlPattern);
     this.#users = new Map(Object.entries(options.policy?.users ?? {}).map(([user, list]) => [user, list.map(compileUrlPattern)]));
     this.#resolve = options.resolve ?? systemResolve;
+    this.#host = options.hostAddresses ?? new HostAddresses();
   }
 
   /** True when an allow entry (global or `user`'s) matches `url`. */
@@ -106,12 +118,19 @@ export class EgressPolicy {
     if (addresses.length === 0) throw new StepError('http_error', `${describeUrl(url)} failed: ${hostname} has no address`, { retryable: true });
     if (!allowedByEntry) {
       for (const a of addresses) {
-        const reason = classifyAddress(a.address);
+        const reason = this.#reasonToRefuse(a.address);
         if (reason) throw new EgressDeniedError(url, reason);
       }
     }
     const first = addresses[0]!;
     return { url, hostname, address: first.address, family: first.family, addresses, port, allowedByEntry };
+  }
+
+  /** The range's reason; an address of this host's interfaces is `host-interface` (loopback stays `loopback`). */
+  #reasonToRefuse(address: string): BlockReason | undefined {
+    const reason = classifyAddress(address);
+    if (reason === 'loopback') return reason;
+    return this.#host.has(address) ? 'host-interface' : reason;
   }
 }
 
@@ -194,93 +213,4 @@ function firstIndexOf(text: string, chars: string[], from: number): number {
     if (i >= 0 && i < best) best = i;
   }
   return best;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Address classification
-
-interface Range4 {
-  base: number;
-  bits: number;
-  reason: BlockReason;
-}
-
-function v4(text: string): number {
-  return text.split('.').reduce((n, part) => n * 256 + Number(part), 0);
-}
-
-function range4(cidr: string, reason: BlockReason): Range4 {
-  const [base, bits] = cidr.split('/');
-  return { base: v4(base!), bits: Number(bits), reason };
-}
-
-/** Most specific first: the first match names the reason. */
-const IPV4_RANGES: Range4[] = [
-  range4('169.254.169.254/32', 'metadata'),
-  range4('100.100.100.200/32', 'metadata'),
-  range4('255.255.255.255/32', 'broadcast'),
-  range4('0.0.0.0/8', 'unspecified'),
-  range4('10.0.0.0/8', 'private'),
-  range4('100.64.0.0/10', 'private'),
-  range4('127.0.0.0/8', 'loopback'),
-  range4('169.254.0.0/16', 'link-local'),
-  range4('172.16.0.0/12', 'private'),
-  range4('192.0.0.0/24', 'reserved'),
-  range4('192.168.0.0/16', 'private'),
-  range4('198.18.0.0/15', 'reserved'),
-  range4('224.0.0.0/4', 'multicast'),
-  range4('240.0.0.0/4', 'reserved'),
-];
-
-/** Why `address` (an IPv4 or IPv6 literal) may not be reached, or undefined when it may. */
-export function classifyAddress(address: string): BlockReason | undefined {
-  const plain = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
-  const family = isIP(plain);
-  if (family === 4) return classify4(v4(plain));
-  if (family === 6) return classify6(parse6(plain));
-  return 'reserved';
-}
-
-function classify4(n: number): BlockReason | undefined {
-  for (const r of IPV4_RANGES) {
-    const size = 2 ** (32 - r.bits);
-    if (Math.floor(n / size) === Math.floor(r.base / size)) return r.reason;
-  }
-  return undefined;
-}
-
-/** The eight 16-bit groups of an IPv6 address (with a dotted IPv4 tail allowed). */
-function parse6(text: string): number[] {
-  let s = text.toLowerCase();
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  if (dotted) {
-    const n = v4(dotted[1]!);
-    s = `${s.slice(0, dotted.index)}${Math.floor(n / 65536).toString(16)}:${(n % 65536).toString(16)}`;
-  }
-  const [head = '', tail] = s.split('::');
-  const left = head === '' ? [] : head.split(':');
-  const right = tail === undefined || tail === '' ? [] : tail.split(':');
-  const zeros = tail === undefined ? 0 : 8 - left.length - right.length;
-  return [...left, ...Array<string>(zeros).fill('0'), ...right].map((g) => parseInt(g, 16));
-}
-
-function classify6(g: number[]): BlockReason | undefined {
-  const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = g;
-  const embedded4 = g6 * 65536 + g7;
-  const upperZero = g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0;
-  if (upperZero && g5 === 0 && embedded4 === 0) return 'unspecified';
-  if (upperZero && g5 === 0 && embedded4 === 1) return 'loopback';
-  // IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, NAT64 64:ff9b::a.b.c.d: the IPv4 decides.
-  if (upperZero && (g5 === 0xffff || g5 === 0)) return classify4(embedded4) ?? (g5 === 0 ? 'reserved' : undefined);
-  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) return classify4(embedded4);
-  if (g0 === 0x64 && g1 === 0xff9b && g2 === 1) return 'private';
-  // 6to4 2002:a.b.c.d::/48.
-  if (g0 === 0x2002) return classify4(g1 * 65536 + g2);
-  if (g0 === 0xfd00 && g1 === 0x0ec2 && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0 && g6 === 0 && g7 === 0x254) return 'metadata';
-  if ((g0 & 0xfe00) === 0xfc00) return 'private';
-  if ((g0 & 0xffc0) === 0xfe80) return 'link-local';
-  if ((g0 & 0xffc0) === 0xfec0) return 'private';
-  if ((g0 & 0xff00) === 0xff00) return 'multicast';
-  if (g0 === 0x100 && g1 === 0 && g2 === 0 && g3 === 0) return 'reserved';
-  return undefined;
 }

@@ -10,6 +10,8 @@ export interface PermissionPolicy {
   /** True when no call can be denied (no permissions section, or `"*"` in `default`). */
   readonly allowsEverything: boolean;
   allows(user: string | null, tool: string): boolean;
+  /** True when `user` may call at least one tool a server named `prefix` could have (`kb` for `kb.*`, `kb.search`, `k*`, `*`). */
+  allowsSomeToolOf(user: string | null, prefix: string): boolean;
   /** Throws a non-retryable StepError `permission_denied` when `user` may not call `tool`. */
   check(user: string | null, tool: string): void;
 }
@@ -26,21 +28,19 @@ export function matchesToolPattern(pattern: string, tool: string): boolean {
 
 export function createPermissionPolicy(permissions: PermissionsConfig | undefined): PermissionPolicy {
   if (!permissions) {
-    return { allowsEverything: true, allows: () => true, check: () => undefined };
+    return { allowsEverything: true, allows: () => true, allowsSomeToolOf: () => true, check: () => undefined };
   }
   const defaults = [...(permissions.default ?? [])];
   const users = new Map<string, string[]>(Object.entries(permissions.users ?? {}).map(([u, p]) => [u, [...p]]));
   const allowsEverything = defaults.includes('*');
 
-  const allows = (user: string | null, tool: string): boolean => {
-    if (defaults.some((p) => matchesToolPattern(p, tool))) return true;
-    const own = user === null ? undefined : users.get(user);
-    return own?.some((p) => matchesToolPattern(p, tool)) ?? false;
-  };
+  const patternsOf = (user: string | null): string[] => [...defaults, ...((user === null ? undefined : users.get(user)) ?? [])];
+  const allows = (user: string | null, tool: string): boolean => patternsOf(user).some((p) => matchesToolPattern(p, tool));
 
   return {
     allowsEverything,
     allows,
+    allowsSomeToolOf: (user, prefix) => patternsOf(user).some((p) => patternReachesServer(p, prefix)),
     check(user, tool) {
       if (allows(user, tool)) return;
       const who = user === null ? 'a workflow without created_by' : `user "${user}"`;
@@ -50,6 +50,14 @@ export function createPermissionPolicy(permissions: PermissionsConfig | undefine
       });
     },
   };
+}
+
+/** Whether a tool pattern can match some tool of the server `prefix` (`kb.search`, `kb.*`, `k*` and `*` can for `kb`). */
+export function patternReachesServer(pattern: string, prefix: string): boolean {
+  const server = `${prefix}.`;
+  if (!pattern.endsWith('*')) return pattern.startsWith(server) && pattern.length > server.length;
+  const stem = pattern.slice(0, -1);
+  return server.startsWith(stem) || stem.startsWith(server);
 }
 
 /** A tool pattern as a SQL LIKE pattern (`kb.*` → `kb.%`), with LIKE's own wildcards escaped. */

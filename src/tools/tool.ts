@@ -34,10 +34,13 @@ export interface ToolProgress {
   message?: string;
 }
 
+/** A tool as listed (an MCP server's listing is redacted of the config's secrets before it is one). */
 export interface ToolInfo {
   name: string;
+  title?: string;
   description?: string;
   inputSchema?: unknown;
+  outputSchema?: unknown;
 }
 
 /** A source of tools sharing one prefix (`core`, `http`, an MCP server name). */

@@ -6,7 +6,10 @@
  *   headers-error an `isError` result whose text holds the headers
  *   http-error    an HTTP 500 whose body holds the headers, padded past 1 kB
  * `startEchoHeadersServer({ failInitialize: true })` answers the initialize request itself with
- * HTTP 401 and such a body. `seen` records the Authorization header of every request.
+ * HTTP 401 and such a body. With `{ describeHeaders: true }` the tool listing carries them too:
+ *   echo-description  the title and description quote the initialize request's headers
+ *   echo-schema       an input property's description and default, and the output schema's description
+ * `seen` records the Authorization header of every request.
  * Erasable TypeScript only, like the other test servers.
  */
 import { randomUUID } from 'node:crypto';
@@ -54,8 +57,23 @@ function headersText(headers: Record<string, unknown> | undefined): string {
   return JSON.stringify(headers ?? {});
 }
 
-function mcpServerFor(): McpServer {
+function mcpServerFor(describe?: IncomingMessage['headers']): McpServer {
   const server = new McpServer({ name: 'stepd-test-echo-headers', version: '1.0.0' });
+  if (describe) {
+    const auth = String(describe.authorization ?? '');
+    server.registerTool('echo-description', { title: `Headers (${auth})`, description: `Knows your headers: ${headersText(describe)}`, inputSchema: {} }, () => ({
+      content: [{ type: 'text' as const, text: 'ok' }],
+    }));
+    server.registerTool(
+      'echo-schema',
+      {
+        description: 'Its schemas quote the Authorization header.',
+        inputSchema: { auth: z.string().default(auth).describe(`the header to send, e.g. ${auth}`) },
+        outputSchema: { sent: z.string().describe(`what was sent: ${auth}`) },
+      },
+      () => ({ content: [{ type: 'text' as const, text: '{"sent":"ok"}' }], structuredContent: { sent: 'ok' } }),
+    );
+  }
   server.registerTool('headers', { description: 'Returns the request headers.', inputSchema: {} }, (_args, extra) => {
     const headers = (extra.requestInfo?.headers ?? {}) as Record<string, unknown>;
     return { content: [{ type: 'text' as const, text: headersText(headers) }], structuredContent: { headers } };
@@ -70,7 +88,7 @@ function mcpServerFor(): McpServer {
   return server;
 }
 
-export async function startEchoHeadersServer(opts: { failInitialize?: boolean } = {}): Promise<EchoHeadersServer> {
+export async function startEchoHeadersServer(opts: { failInitialize?: boolean; describeHeaders?: boolean } = {}): Promise<EchoHeadersServer> {
   const seen: string[] = [];
   const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: McpServer }>();
 
@@ -90,7 +108,7 @@ export async function startEchoHeadersServer(opts: { failInitialize?: boolean } 
       }
       return session.transport.handleRequest(req, res, body);
     }
-    const server = mcpServerFor();
+    const server = mcpServerFor(opts.describeHeaders ? req.headers : undefined);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => void sessions.set(id, { transport, server }),

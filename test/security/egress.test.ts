@@ -6,31 +6,8 @@
  * look the same.
  */
 import { describe, expect, it } from 'vitest';
-import { clientInsert, failedStepError, getSteps, securityEnv, startLocalServer, waitForWorkflow, type SecurityEnv } from './helpers.js';
-
-function callFlow(url: string): unknown {
-  return {
-    start: 'call',
-    steps: { call: { tool: 'http.request', args: { url, timeout: '2s' }, retry: { maxAttempts: 1 }, timeout: '5s', done: true, output: '{{result}}' } },
-  };
-}
-
-/** Starts one workflow per URL as the client and returns each one's failed-step error. */
-async function errorsFor(env: SecurityEnv, urls: string[]): Promise<{ url: string; code: string; retryable: unknown; attempts: number; message: string }[]> {
-  const ids = await Promise.all(urls.map((url) => clientInsert(env.client, callFlow(url))));
-  const out = [];
-  for (const [i, id] of ids.entries()) {
-    const wf = await waitForWorkflow(env.t, id);
-    expect(wf.status, `${urls[i]}: ${JSON.stringify(wf.output)}`).toBe('failed');
-    const error = await failedStepError(env.t, id);
-    out.push({ url: urls[i]!, code: error.code, retryable: error.retryable, attempts: (await getSteps(env.t, id)).length, message: error.message });
-  }
-  return out;
-}
-
-function expectDenied(errors: Awaited<ReturnType<typeof errorsFor>>): void {
-  for (const e of errors) expect({ url: e.url, code: e.code, retryable: e.retryable, attempts: e.attempts }).toEqual({ url: e.url, code: 'egress_denied', retryable: false, attempts: 1 });
-}
+import { callFlow, errorsFor, expectDenied } from './egressHelpers.js';
+import { clientInsert, securityEnv, startLocalServer, waitForWorkflow } from './helpers.js';
 
 describe('http.request egress policy', () => {
   it('refuses loopback in every spelling without connecting, so open and closed ports look the same', async () => {

@@ -74,17 +74,18 @@ export async function createSecuredSchema(): Promise<TestSchema> {
 }
 
 /**
- * Creates a LOGIN role (trust auth, no password) that is a member of `grantedRole` only, dropped
- * after the test (its connections ended first). Returns its name and connection URL.
+ * Creates a LOGIN role (trust auth, no password) that is a member of `grantedRole` only (of no
+ * role when null: no grants at all), dropped after the test (its connections ended first).
+ * Returns its name and connection URL.
  */
-export async function createLoginRole(t: TestSchema, grantedRole: string, name: string): Promise<{ role: string; url: string }> {
+export async function createLoginRole(t: TestSchema, grantedRole: string | null, name: string): Promise<{ role: string; url: string }> {
   const ident = pg.escapeIdentifier(name);
   await t.db.query(`CREATE ROLE ${ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
   onCleanup(async () => {
     await t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [name]).catch(() => {});
     await dropRole(t.db, name);
   });
-  await t.db.query(`GRANT ${pg.escapeIdentifier(grantedRole)} TO ${ident}`);
+  if (grantedRole !== null) await t.db.query(`GRANT ${pg.escapeIdentifier(grantedRole)} TO ${ident}`);
   return { role: name, url: connectionUrlFor(name) };
 }
 
@@ -296,8 +297,14 @@ export interface LocalHttpServer {
   requests: string[];
 }
 
-/** A node:http server on 127.0.0.1 that counts connections; `handler` answers requests. */
-export async function startLocalServer(handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.end('{"secret":"internal"}')): Promise<LocalHttpServer> {
+/**
+ * A node:http server that counts connections; `handler` answers requests. It listens on
+ * 127.0.0.1, or on `host` (`0.0.0.0`: every IPv4 address of the machine; `::`: every IPv6 one).
+ */
+export async function startLocalServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.end('{"secret":"internal"}'),
+  opts: { host?: '127.0.0.1' | '0.0.0.0' | '::' } = {},
+): Promise<LocalHttpServer> {
   const requests: string[] = [];
   let connections = 0;
   const server = createServer((req, res) => {
@@ -305,13 +312,14 @@ export async function startLocalServer(handler: (req: IncomingMessage, res: Serv
     handler(req, res);
   });
   server.on('connection', () => void connections++);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen({ port: 0, host, ipv6Only: host === '::' }, resolve));
   onCleanup(async () => {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
   const { port } = server.address() as AddressInfo;
-  return { base: `http://127.0.0.1:${port}`, port, connections: () => connections, requests };
+  return { base: host === '::' ? `http://[::1]:${port}` : `http://127.0.0.1:${port}`, port, connections: () => connections, requests };
 }
 
 /** The error a workflow's failed step recorded (the first failed row). */

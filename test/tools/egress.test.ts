@@ -85,11 +85,51 @@ describe('address classification', () => {
     ['64:ff9b::127.0.0.1', 'loopback'],
     ['2002:7f00:1::', 'loopback'],
     ['[::1]', 'loopback'],
+    // The rest of IANA's IPv4 special-purpose registry.
+    ['192.0.2.1', 'documentation'],
+    ['198.51.100.7', 'documentation'],
+    ['203.0.113.9', 'documentation'],
+    ['198.18.0.1', 'benchmarking'],
+    ['198.19.255.254', 'benchmarking'],
+    ['192.0.0.9', 'special-purpose'],
+    ['192.0.0.171', 'special-purpose'],
+    ['192.31.196.1', 'special-purpose'],
+    ['192.52.193.1', 'special-purpose'],
+    ['192.88.99.1', 'special-purpose'],
+    ['192.175.48.1', 'special-purpose'],
+    ['240.0.0.1', 'reserved'],
+    ['168.63.129.16', 'metadata'],
+    // And the IPv6 one, with every IPv4-embedding form decoded.
+    ['::ffff:0:127.0.0.1', 'loopback'],
+    ['::ffff:0:8.8.8.8', 'special-purpose'],
+    ['::ffff:8.8.8.8', 'special-purpose'],
+    ['64:ff9b::7f00:1', 'loopback'],
+    ['64:ff9b::8.8.8.8', 'special-purpose'],
+    ['64:ff9b:1:7f00:0:100::', 'loopback'],
+    ['64:ff9b:1:808:8:800::', 'private'],
+    ['2002:c0a8:101::1', 'private'],
+    ['2002:808:808::1', 'special-purpose'],
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'loopback'], // Teredo, client 127.0.0.1
+    ['2001:0:4136:e378:8000:63bf:3f57:fefe', 'private'], // Teredo, client 192.168.1.1
+    ['2001:0:4136:e378:8000:63bf:f7f7:f7f7', 'special-purpose'], // Teredo, client 8.8.8.8
+    ['2001:2::1', 'benchmarking'],
+    ['2001:1::1', 'special-purpose'],
+    ['2001:20::1', 'special-purpose'],
+    ['2001:db8::1', 'documentation'],
+    ['3fff::1', 'documentation'],
+    ['100::1', 'special-purpose'],
+    ['100:0:0:1::1', 'special-purpose'],
+    ['2620:4f:8000::1', 'special-purpose'],
+    ['5f00::1', 'special-purpose'],
+    ['fec0::1', 'private'],
+    ['::8.8.8.8', 'reserved'],
+    ['4000::1', 'reserved'],
+    ['e000::1', 'reserved'],
   ])('refuses %s as %s', (address, reason) => {
     expect(classifyAddress(address)).toBe(reason);
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8'])('lets the public address %s through', (address) => {
+  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '192.0.3.1', '198.20.0.1', '2606:4700::1111', '2001:4860:4860::8888', '2001:200::1', '3fff:1000::1'])('lets the public address %s through', (address) => {
     expect(classifyAddress(address)).toBeUndefined();
   });
 });

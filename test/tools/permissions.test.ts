@@ -35,6 +35,15 @@ describe('permissions', () => {
     expect((error as Error).message).toMatch(/"ann".*"kb\.search"/);
   });
 
+  it('says which MCP servers a user may call some tool of (list_tools asks no other)', () => {
+    const policy = createPermissionPolicy({ default: ['core.*'], users: { james: ['kb.search', 'llm.sum*'], ann: ['k*'], root: ['*'] } });
+    expect(['kb', 'llm', 'kbx', 'core', 'search'].map((p) => policy.allowsSomeToolOf('james', p))).toEqual([true, true, false, true, false]);
+    expect(['kb', 'kbx', 'llm'].map((p) => policy.allowsSomeToolOf('ann', p))).toEqual([true, true, false]);
+    expect(policy.allowsSomeToolOf('root', 'anything')).toBe(true);
+    expect(policy.allowsSomeToolOf(null, 'kb')).toBe(false);
+    expect(createPermissionPolicy(undefined).allowsSomeToolOf('x', 'kb')).toBe(true);
+  });
+
   it('treats an empty permissions section as deny-all and "*" as allow-all', () => {
     expect(createPermissionPolicy({}).allows('james', 'core.echo')).toBe(false);
     const open = createPermissionPolicy({ default: ['*'] });

@@ -139,11 +139,7 @@ export class McpServerProvider implements ToolProvider {
       } catch (err) {
         throw this.#failure(err, session, site, undefined);
       }
-      return session.tools.map((t) => {
-        const info: ToolInfo = { name: t.name, inputSchema: t.inputSchema };
-        if (t.description !== undefined) info.description = t.description;
-        return info;
-      });
+      return session.tools.map((t) => listedTool(t, this.#secrets));
     });
   }
 
@@ -188,6 +184,23 @@ export class McpServerProvider implements ToolProvider {
     if (reset) this.#connection.discard(session, error.message);
     return error;
   }
+}
+
+/**
+ * A server's tool as stepd lists it (stepd tools, list_tools, stepd validate): name, title,
+ * description and schemas, with every secret of the config redacted — a server may echo the
+ * headers it was sent (`Authorization: Bearer …`) into any of them. Calls use the raw listing.
+ */
+export function listedTool(tool: Tool, secrets: Secrets | undefined): ToolInfo {
+  const title = tool.title ?? tool.annotations?.title;
+  const info: ToolInfo = {
+    name: tool.name,
+    ...(title !== undefined ? { title } : {}),
+    ...(tool.description !== undefined ? { description: tool.description } : {}),
+    inputSchema: tool.inputSchema,
+    ...(tool.outputSchema !== undefined ? { outputSchema: tool.outputSchema } : {}),
+  };
+  return secrets ? secrets.redactValue(info) : info;
 }
 
 /** Whether a tool must be called as an MCP task (`execution.taskSupport: "required"`). */
