@@ -37,7 +37,7 @@ export const eventType = z.enum([
  * Ids arrive as strings from the executor and may arrive as numbers from SQL triggers; anything
  * else that claims to be an id (a sign, other digits, 7,000 characters) makes the event unparseable.
  */
-const id = z.union([z.string().regex(/^[1-9][0-9]{0,18}$/), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)]).transform((v) => String(v));
+const id = z.union([z.string().regex(/^(0|[1-9][0-9]{0,18})$/), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)]).transform((v) => String(v));
 
 export const stepdEvent = z
   .object({
