@@ -137,7 +137,7 @@ export class Follower {
   }
 
   private dropOne(): void {
-    if (!this.dropped) note('stepd: events arrive faster than they can be confirmed; some are not shown (the workflow row is still read)');
+    if (!this.dropped) note('stepd: events arrive faster than they can be confirmed; some are not shown');
     this.dropped = true;
   }
 
