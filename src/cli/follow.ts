@@ -13,8 +13,7 @@
  * few reads, never one per event, and the real end is not held up behind it.
  */
 import { EventStream } from '../db/eventStream.js';
-import type { EventWorkflowRow } from '../db/reads.js';
-import { getWorkflow } from '../db/reads.js';
+import { getWorkflow, type EventWorkflowRow } from '../db/reads.js';
 import type { WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, type ClientContext } from './common.js';

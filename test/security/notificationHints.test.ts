@@ -9,7 +9,11 @@
  * are ignored on both channels.
  */
 import { describe, expect, it } from 'vitest';
+import { createTokenLookup } from '../../src/api/tokens.js';
+import { createHttpApp } from '../../src/http/app.js';
+import { AuthThrottle } from '../../src/http/authThrottle.js';
 import { EventHub, type HubMessage } from '../../src/http/eventHub.js';
+import { Sessions } from '../../src/http/sessions.js';
 import { silentLogger } from '../../src/logger.js';
 import { holdTools } from '../helpers/holdTools.js';
 import { createUngrantedRole, forgerOn } from './forgers.js';
@@ -183,6 +187,44 @@ describe('forged payload fields', () => {
 
     hold.release(id!);
     expect((await waitForWorkflow(t, id!)).status).toBe('completed');
+    await env.bystander.assertUndisturbedAndServed();
+  });
+});
+
+describe('forged events on the dashboard', () => {
+  it('/events passes a forged event on only as what may have changed (type and ids), never its message, error or output', async () => {
+    const env = await securityEnv();
+    const { t } = env;
+    const forger = await createUngrantedRole(t);
+    const hub = new EventHub({ url: t.url, schema: t.schema, log: silentLogger() });
+    await hub.start();
+    onCleanup(() => hub.close());
+    const app = createHttpApp({ auth: { tokens: createTokenLookup(undefined), localUser: 'erin', sessions: new Sessions(), throttle: new AuthThrottle() }, log: silentLogger(), events: hub });
+    const id = env.bystander.id;
+    const res = await app.request(`/events?workflow=${id}`, {}, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+    const reader = res.body!.getReader();
+    onCleanup(async () => void (await reader.cancel().catch(() => {})));
+    let text = '';
+    const read = async (pattern: RegExp) => {
+      while (!pattern.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`stream ended before ${pattern}: ${text}`);
+        text += new TextDecoder().decode(value);
+      }
+    };
+    await read(/event: ready/);
+    const at = new Date().toISOString();
+    await forger.notify('stepd_events', [
+      JSON.stringify({ type: 'step.waiting', schema: t.schema, workflowId: id, stepId: '5', step: 'approve', message: 'FORGED: wire 1000 EUR to …', at }),
+      JSON.stringify({ type: 'workflow.failed', schema: t.schema, workflowId: id, error: { code: 'forged', message: 'FORGED failure' }, output: 'FORGED', at }),
+    ]);
+    await read(/"type":"workflow.failed"/);
+    const data = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
+    expect(data.slice(1)).toEqual([
+      { type: 'step.waiting', workflowId: id, stepId: '5' },
+      { type: 'workflow.failed', workflowId: id },
+    ]);
+    expect(text).not.toMatch(/FORGED|forged/);
     await env.bystander.assertUndisturbedAndServed();
   });
 });
