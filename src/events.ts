@@ -12,7 +12,9 @@
  *   { "type": "step.done", "schema": "stepd", "workflowId": "7", "stepId": "42", "step": "search",
  *     "attempt": 1, "at": "2025-01-01T12:00:00.000Z" }
  * Ids are strings (bigint). Readers must ignore fields they do not know and events they cannot
- * parse: the channel is shared by every schema (installation) in the database.
+ * parse: the channel is shared by every schema (installation) in the database. And an event is a
+ * hint, never a fact: any role that can connect may NOTIFY anything on any channel, so readers
+ * confirm what an event says from the rows before showing it or acting on it (src/cli/eventConfirmation.ts).
  */
 import { z } from 'zod';
 
@@ -31,8 +33,11 @@ export const eventType = z.enum([
   'step.progress',
 ]);
 
-/** Ids arrive as strings from the executor and may arrive as numbers from SQL triggers. */
-const id = z.union([z.string(), z.number().int()]).transform((v) => String(v));
+/**
+ * Ids arrive as strings from the executor and may arrive as numbers from SQL triggers; anything
+ * else that claims to be an id (a sign, other digits, 7,000 characters) makes the event unparseable.
+ */
+const id = z.union([z.string().regex(/^(0|[1-9][0-9]{0,18})$/), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)]).transform((v) => String(v));
 
 export const stepdEvent = z
   .object({
@@ -73,11 +78,11 @@ export function parseEvent(payload: string): StepdEvent | undefined {
 
 /**
  * `at` in one format, `2025-01-01T12:00:00.000Z`: the executor writes that, but the SQL triggers
- * write PostgreSQL's (`2025-01-01T12:00:00.123456+00:00`).
+ * write PostgreSQL's (`2025-01-01T12:00:00.123456+00:00`). An event whose time is no time is unparseable.
  */
-function withIsoTime(event: StepdEvent): StepdEvent {
+function withIsoTime(event: StepdEvent): StepdEvent | undefined {
   const ms = Date.parse(event.at);
-  return Number.isNaN(ms) ? event : { ...event, at: new Date(ms).toISOString() };
+  return Number.isNaN(ms) ? undefined : { ...event, at: new Date(ms).toISOString() };
 }
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; stay well under it. */

@@ -6,16 +6,26 @@
  * Following never misses the end: it LISTENs before it reads the workflow row, reads the row
  * again after every reconnect of the event connection and every few seconds (a daemon started
  * with --no-events sends nothing), and finishes on whichever sees the end first.
+ *
+ * An event is a hint (any role may NOTIFY): nothing is printed, and nothing ends, before the rows
+ * confirm it, and what is printed comes from the rows (eventConfirmation.ts). Events waiting for
+ * confirmation are read in batches, two statements a batch, so a flood of forged events costs a
+ * few reads, never one per event, and the real end is not held up behind it.
  */
 import { EventStream } from '../db/eventStream.js';
-import { findPendingStep, getStepTiming, getWorkflow } from '../db/reads.js';
+import { getWorkflow, type EventWorkflowRow } from '../db/reads.js';
 import type { WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, type ClientContext } from './common.js';
+import { confirmEvent, endEventOf, factKey, PrintedFacts, readEventRows, type EventRows } from './eventConfirmation.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
 
 const RECHECK_MS = 5_000;
+/** Events confirmed together (one read of their workflow rows, one of their step rows). */
+const CONFIRM_BATCH = 500;
+/** Events kept waiting for confirmation (or, before following starts, for it); more are dropped. */
+const MAX_QUEUED = 20_000;
 
 export interface FollowOptions {
   json: boolean;
@@ -29,6 +39,11 @@ export class Follower {
   /** Until watchAll() or follow() is called, events are kept (run --follow LISTENs before it inserts). */
   private mode: 'buffering' | 'all' | 'one' = 'buffering';
   private readonly early: StepdEvent[] = [];
+  /** Events waiting for their rows to confirm them (confirmQueued runs while there are some). */
+  private readonly queued: StepdEvent[] = [];
+  private confirming = false;
+  private dropped = false;
+  private readonly printed = new PrintedFacts();
   private chain: Promise<void> = Promise.resolve();
   private finished = false;
   private resolveOutcome: ((o: Outcome) => void) | undefined;
@@ -61,7 +76,7 @@ export class Follower {
   /** Streams every event of the schema until SIGINT (`stepd watch` without an id). */
   async watchAll(): Promise<number> {
     this.mode = 'all';
-    for (const e of this.early.splice(0)) this.enqueue(() => this.handle(e));
+    for (const e of this.early.splice(0)) this.hint(e);
     let stopInterrupt = () => {};
     return new Promise<number>((resolve, reject) => {
       this.rejectOutcome = reject;
@@ -81,7 +96,7 @@ export class Follower {
       this.resolveOutcome = resolve;
       this.rejectOutcome = reject;
     });
-    for (const e of this.early.splice(0)) if (e.workflowId === workflowId) this.enqueue(() => this.handle(e));
+    for (const e of this.early.splice(0)) if (e.workflowId === workflowId) this.hint(e);
     this.enqueue(() => this.checkRow());
     this.scheduleRecheck();
     const stopInterrupt = onInterrupt(() => {
@@ -104,10 +119,25 @@ export class Follower {
 
   private onEvent(e: StepdEvent): void {
     if (this.mode === 'buffering') {
-      this.early.push(e);
+      if (this.early.length < MAX_QUEUED) this.early.push(e);
+      else this.dropOne();
       return;
     }
-    this.enqueue(() => this.handle(e));
+    this.hint(e);
+  }
+
+  /** Queues an event for confirmation; one confirmation pass at a time reads them in batches. */
+  private hint(e: StepdEvent): void {
+    if (this.queued.length >= MAX_QUEUED) return this.dropOne();
+    this.queued.push(e);
+    if (this.confirming) return;
+    this.confirming = true;
+    this.enqueue(() => this.confirmQueued().finally(() => (this.confirming = false)));
+  }
+
+  private dropOne(): void {
+    if (!this.dropped) note('stepd: events arrive faster than they can be confirmed; some are not shown');
+    this.dropped = true;
   }
 
   /** Events are printed one at a time, in the order they arrived. */
@@ -126,30 +156,27 @@ export class Follower {
     }, RECHECK_MS);
   }
 
-  private async handle(e: StepdEvent): Promise<void> {
-    if (this.finished) return;
-    const following = this.workflowId !== undefined;
-    // Lookups only add detail: when the database blips, print the event without it.
-    const optional = <T>(p: Promise<T>) => p.catch(() => undefined);
-    if (TERMINAL_EVENTS.has(e.type)) {
-      const row = await optional(getWorkflow(this.ctx.db, e.workflowId));
-      if (following) return this.finish(e, row);
-      this.print(e, row);
-      return;
+  /** Confirms the queued events from their rows, a batch at a time, and prints (or ends on) what the rows state. */
+  private async confirmQueued(): Promise<void> {
+    while (!this.finished && this.queued.length > 0) {
+      const batch = this.queued.splice(0, CONFIRM_BATCH);
+      let rows: EventRows;
+      try {
+        rows = await readEventRows(this.ctx.db, batch);
+      } catch (err) {
+        // Unconfirmed, so not shown; an end is still found by the next read of the workflow row.
+        if (!isConnectionError(err)) throw err;
+        note(`stepd: cannot confirm events right now (${errorMessage(err)}); not showing them`);
+        continue;
+      }
+      for (const e of batch) {
+        const fact = confirmEvent(e, rows, this.ctx.schema);
+        if (!fact || !this.printed.add(factKey(fact, rows))) continue;
+        if (!TERMINAL_EVENTS.has(fact.type)) this.print(fact);
+        else if (this.workflowId !== undefined) return this.finish(fact, rows.workflows.get(fact.workflowId));
+        else this.print(fact, rows.workflows.get(fact.workflowId));
+      }
     }
-    const enriched: StepdEvent = { ...e };
-    if ((e.type === 'step.done' || e.type === 'step.failed') && enriched.durationMs === undefined && e.stepId) {
-      const timing = await optional(getStepTiming(this.ctx.db, e.stepId));
-      // A row without a tool (a gate, a timer) is claimed only once readied or due: it took as long as it waited.
-      const ms = between(timing?.tool === null ? timing.created_at : timing?.started_at, timing?.completed_at);
-      if (ms !== undefined) enriched.durationMs = ms;
-      if (enriched.itemIndex === undefined && typeof timing?.item_index === 'number') enriched.itemIndex = timing.item_index;
-    }
-    if (e.type === 'step.waiting' && !e.stepId && e.step) {
-      const gate = await optional(findPendingStep(this.ctx.db, e.workflowId, e.step));
-      if (gate) enriched.stepId = String(gate.id);
-    }
-    this.print(enriched);
   }
 
   /** Reads the workflow row; if it has ended, finishes as if its last event had arrived. */
@@ -164,20 +191,11 @@ export class Follower {
       throw err;
     }
     if (!row) throw new CliError(`workflow ${this.workflowId} does not exist in schema "${this.ctx.schema}"`);
-    if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') {
-      const at = row.completed_at ?? row.cancelled_at ?? row.updated_at;
-      const synthetic: StepdEvent = {
-        type: `workflow.${row.status}`,
-        schema: this.ctx.schema,
-        workflowId: String(row.id),
-        at: new Date(at).toISOString(),
-        ...(row.error ? { error: { code: String(row.error.code), message: String(row.error.message) } } : {}),
-      };
-      this.finish(synthetic, row);
-    }
+    const end = endEventOf(row, this.ctx.schema);
+    if (end) this.finish(end, row);
   }
 
-  private finish(e: StepdEvent, row: WorkflowRow | undefined): void {
+  private finish(e: StepdEvent, row: EventWorkflowRow | undefined): void {
     if (this.finished) return;
     this.finished = true;
     this.print(e, row);
@@ -193,7 +211,7 @@ export class Follower {
     this.resolveOutcome?.({ code: status === 'completed' ? EXIT.ok : status === 'cancelled' ? EXIT.cancelled : EXIT.failed });
   }
 
-  private print(e: StepdEvent, row?: WorkflowRow): void {
+  private print(e: StepdEvent, row?: EventWorkflowRow): void {
     if (this.opts.json) {
       // The end event is the last line: it carries the workflow's final status, output and error.
       const extra =
@@ -209,7 +227,7 @@ export class Follower {
 }
 
 /** One event in words. */
-export function describeEvent(e: StepdEvent, row?: WorkflowRow): string {
+export function describeEvent(e: StepdEvent, row?: EventWorkflowRow): string {
   const step = `${e.step ?? '?'}${e.itemIndex !== undefined ? `[${e.itemIndex}]` : ''}${e.stepId ? ` #${e.stepId}` : ''}`;
   const took = e.durationMs !== undefined ? ` in ${formatDuration(e.durationMs)}` : '';
   const attempt = e.attempt !== undefined && e.attempt > 1 ? ` (attempt ${e.attempt})` : '';

@@ -20,7 +20,9 @@ Examples:
   stepd watch 7               # one workflow; exit 0 completed, 2 failed, 3 cancelled
   stepd watch --json | jq -c 'select(.type == "step.failed")'
 
-Events are NOTIFYed on the PostgreSQL channel stepd_events; see README "Events" for the payload.`,
+Events are NOTIFYed on the PostgreSQL channel stepd_events; see README "Events" for the payload.
+Any database role may NOTIFY, so an event is shown (and ends the watch) only once the rows confirm
+it, and what is shown comes from the rows.`,
     )
     .action(async (idText: string | undefined, flags: DatabaseFlags & { json?: boolean }) => {
       const id = idText === undefined ? undefined : parseId(idText, 'workflow id');

@@ -4,6 +4,11 @@
  * zod schema. When the connection drops it reconnects with backoff and calls `onReconnect`, so
  * the reader can re-read what it may have missed; after `giveUpAfterMs` of failed attempts it
  * calls `onGiveUp`.
+ *
+ * An event is a hint, never a fact: any role that can connect may NOTIFY a well-formed event on
+ * `stepd_events` for any schema and workflow. Readers use one to know where to look and confirm
+ * it from the rows before showing or acting on it (`watch` / `--follow`: src/cli/eventConfirmation.ts;
+ * the dashboard reads its pages again; MCP clients read the resource again).
  */
 import type pg from 'pg';
 import { createClient } from './connect.js';

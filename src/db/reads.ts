@@ -30,24 +30,34 @@ export async function getStepWithWorkflow(db: Kysely<Database>, stepId: string):
     .executeTakeFirst();
 }
 
-/** Start and end of one step attempt and its place in a fan-out (to describe its events). */
-export async function getStepTiming(
-  db: Kysely<Database>,
-  stepId: string,
-): Promise<Pick<StepRow, 'tool' | 'created_at' | 'started_at' | 'completed_at' | 'item_index'> | undefined> {
-  return db.selectFrom('workflow_steps').select(['tool', 'created_at', 'started_at', 'completed_at', 'item_index']).where('id', '=', stepId).executeTakeFirst();
+/** A workflow row without its flow and input: what an event about it is checked against. */
+export type EventWorkflowRow = Omit<WorkflowRow, 'flow' | 'input'>;
+
+/** The rows of these workflows (events name them), in one statement. */
+export async function getWorkflowsForEvents(db: Kysely<Database>, ids: readonly string[]): Promise<EventWorkflowRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('workflows')
+    .select([
+      'id', 'name', 'status', 'output', 'error', 'created_by', 'created_role', 'key', 'created_at', 'updated_at', 'started_at', 'completed_at',
+      'cancelled_at', 'deadline_at', 'step_count', 'flow_version', 'start_at', 'parent_id', 'parent_step_id', 'depth', 'redrive_requested_at', 'redrives',
+    ])
+    .where('id', 'in', [...ids])
+    .execute();
 }
 
-/** The gate row a `step.waiting` event is about: the newest pending row of that step. */
-export async function findPendingStep(db: Kysely<Database>, workflowId: string, name: string): Promise<Pick<StepRow, 'id' | 'expires_at'> | undefined> {
+/** A step row as an event is checked against it (`args` only for a gate: its message). */
+export type EventStepRow = Pick<StepRow, 'id' | 'workflow_id' | 'name' | 'tool' | 'status' | 'attempt' | 'item_index' | 'args' | 'error' | 'progress' | 'created_at' | 'started_at' | 'completed_at' | 'updated_at'>;
+
+/** The rows of these step attempts (events name them), in one statement. */
+export async function getStepsForEvents(db: Kysely<Database>, ids: readonly string[]): Promise<EventStepRow[]> {
+  if (ids.length === 0) return [];
   return db
     .selectFrom('workflow_steps')
-    .select(['id', 'expires_at'])
-    .where('workflow_id', '=', workflowId)
-    .where('name', '=', name)
-    .where('status', '=', 'pending')
-    .orderBy('id', 'desc')
-    .executeTakeFirst();
+    .select(['id', 'workflow_id', 'name', 'tool', 'status', 'attempt', 'item_index', 'error', 'progress', 'created_at', 'started_at', 'completed_at', 'updated_at'])
+    .select(sql<unknown>`CASE WHEN tool IS NULL THEN args END`.as('args'))
+    .where('id', 'in', [...ids])
+    .execute();
 }
 
 export type WorkflowSummary = Pick<

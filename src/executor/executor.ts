@@ -12,7 +12,9 @@ import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
-import { Listener, type WakeupPayload } from './listener.js';
+import { Listener } from './listener.js';
+import type { WakeupHint } from './wakeupHint.js';
+import { CancelChecks } from './cancelChecks.js';
 import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
 import { backoffMs, DatabaseOutage } from './dbOutage.js';
 import { Heartbeat } from './heartbeat.js';
@@ -64,6 +66,8 @@ export class Executor {
   private reconcilePending = false;
   private readonly slots: Slots;
   private readonly waker: Waker;
+  /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
+  private readonly cancelChecks: CancelChecks;
   private readonly fairness = newFairClaimState();
   /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
   private toollessPending = true;
@@ -126,6 +130,13 @@ export class Executor {
     const prefetch = deps.limits && !deps.limits.unlimited ? 0 : Math.min(64, opts.concurrency);
     this.slots = new Slots(opts.concurrency, () => this.outcomes.size, Math.max(opts.concurrency, opts.admitBatch), prefetch);
     this.running = new RunningTasks({ log: deps.log, slots: this.slots, onEnded: () => this.slotFreed() });
+    this.cancelChecks = new CancelChecks({
+      pool: this.pool,
+      log: deps.log,
+      runsHere: (id) => this.running.hasWorkflow(id),
+      checkAll: this.tracing.enabled,
+      onCancelled: (ids) => ids.forEach((id) => this.cancelled(id)),
+    });
     this.tasks = new StepTasks({ core, tx: this.tx, running: this.running, outcomes: this.outcomes, runDeps: runStepDepsOf(core) });
     this.admission = new AdmissionLane({
       admitBatch: opts.admitBatch,
@@ -216,22 +227,24 @@ export class Executor {
     else if (this.admission.pending) this.waker.wake();
   }
 
-  private onWakeup(p: WakeupPayload): void {
-    if (p.table === 'workflows' && p.status === 'cancelled') {
-      const id = String(p.id);
-      this.running.abortWorkflow(id, new StepError('cancelled', 'workflow was cancelled'));
-      this.cache.forget(id);
-      if (this.tracing.enabled) this.traceCancelled(id);
-      return;
+  /** A NOTIFY on stepd_wakeup: a hint of where to look, never a fact (wakeupHint.ts). */
+  private onWakeup(hint: WakeupHint): void {
+    if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
+    if (hint.kind === 'stepReady') {
+      this.toollessPending = true;
+      return this.wake();
     }
-    // New workflows and redrives wake the loop for themselves; a readied step may be claimed.
-    if (p.table === 'workflows') {
-      if (p.status === 'running') this.redrivePending = true;
-      else this.admission.pending = true;
-      return this.waker.wake();
-    }
-    this.toollessPending = true;
-    this.wake();
+    // New workflows and redrives wake the loop for themselves, not the claims.
+    if (hint.kind === 'redrive') this.redrivePending = true;
+    else this.admission.pending = true;
+    this.waker.wake();
+  }
+
+  /** The row says the workflow was cancelled: its running tools stop (their steps are cancelled rows already). */
+  private cancelled(id: string): void {
+    this.running.abortWorkflow(id, new StepError('cancelled', 'workflow was cancelled'));
+    this.cache.forget(id);
+    if (this.tracing.enabled) this.traceCancelled(id);
   }
 
   /** A workflow a client cancelled: the watchdog's leader records its workflow span (one executor does). */
@@ -241,7 +254,6 @@ export class Executor {
       () => {},
     );
   }
-
 
   private async loop(): Promise<void> {
     let errors = 0;
@@ -391,6 +403,7 @@ export class Executor {
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
     await this.admission.idle();
+    await this.cancelChecks.idle();
     await this.watchdogRun;
     const { pool, running, outcomes, heartbeat, listener } = this;
     const parts = { pool, running, outcomes, heartbeat, listener, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };

@@ -1,6 +1,6 @@
 /**
  * The executor's dedicated connection: LISTENs for wake-ups (external inserts, readied
- * gates, cancellations) and is the session its leases name (sql/0018, src/db/queries/leases.ts):
+ * gates, cancellations: hints to look, see wakeupHint.ts) and is the session its leases name (sql/0018, src/db/queries/leases.ts):
  * this executor's id, claimed with a random token of this process, and, when it has it, the
  * watchdog lease. Both are rows only executor roles may write, never advisory locks (a client
  * could take those first). Reconnects with backoff; the poll loop covers the gap. A claim lasts
@@ -19,18 +19,12 @@ import {
 } from '../db/queries.js';
 import type { Logger } from '../logger.js';
 import { backoffMs, type DatabaseOutage } from './dbOutage.js';
+import { parseWakeup, WAKEUP_CHANNEL, type WakeupHint } from './wakeupHint.js';
 
-export const WAKEUP_CHANNEL = 'stepd_wakeup';
+export { WAKEUP_CHANNEL };
 
 /** How long a stop waits to give its leases back before it just disconnects. */
 const RELEASE_WAIT_MS = 2_000;
-
-export interface WakeupPayload {
-  schema: string;
-  table: 'workflows' | 'workflow_steps';
-  id: number | string;
-  status: string;
-}
 
 export class ExecutorIdInUseError extends Error {
   readonly code = 'executor_id_in_use';
@@ -59,7 +53,8 @@ export class Listener {
       log: Logger;
       /** Where a lost connection is reported (logged once per outage). */
       outage?: DatabaseOutage;
-      onWakeup: (p: WakeupPayload) => void;
+      /** A hint of this schema (never a fact: any role may NOTIFY; see wakeupHint.ts). */
+      onWakeup: (hint: WakeupHint) => void;
       onReconnect: () => void;
     },
   ) {}
@@ -77,12 +72,9 @@ export class Listener {
     const client = createClient({ ...this.opts.pool, applicationName: `stepd-executor:${this.opts.executorId}` });
     client.on('notification', (msg) => {
       if (msg.channel !== WAKEUP_CHANNEL || !msg.payload) return;
-      try {
-        const payload = JSON.parse(msg.payload) as WakeupPayload;
-        if (payload.schema === this.opts.schema) this.opts.onWakeup(payload);
-      } catch {
-        // Someone else's payload on our channel: ignore.
-      }
+      // Another schema's, or nobody's: ignored.
+      const hint = parseWakeup(msg.payload, this.opts.schema);
+      if (hint) this.opts.onWakeup(hint);
     });
     client.on('error', (err) => this.onLost(client, err));
     client.on('end', () => this.onLost(client, new Error('listener connection ended')));

@@ -29,6 +29,12 @@ export class RunningTasks {
     return this.tasks.has(stepId);
   }
 
+  /** Whether a step of this workflow runs (or waits for a slot) here. */
+  hasWorkflow(workflowId: string): boolean {
+    for (const task of this.tasks.values()) if (task.workflowId === workflowId) return true;
+    return false;
+  }
+
   ids(): string[] {
     return [...this.tasks.keys()];
   }

@@ -1,7 +1,8 @@
 /**
  * One LISTEN on `stepd_events` for the whole HTTP server, shared by every open page
  * (Server-Sent Events). When the connection comes back after a drop, subscribers get a `resync`
- * so pages read again what they may have missed.
+ * so pages read again what they may have missed. Events are hints that something changed (any
+ * role may NOTIFY one): subscribers use them to read again, never as facts (eventsRoute.ts).
  */
 import { EventStream } from '../db/eventStream.js';
 import type { StepdEvent } from '../events.js';

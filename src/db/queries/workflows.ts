@@ -276,3 +276,18 @@ export async function findOverdueWorkflows(db: Queryable, limit: number): Promis
   return rows;
 }
 
+
+/**
+ * Of these workflows, the ones whose row says `cancelled`: a wake-up that claims a cancellation
+ * is a hint (any role may NOTIFY), so the executor aborts running tools only for the ids this
+ * returns. One statement for a whole batch of hints, however many notifications named them.
+ */
+export async function findWorkflowIdsIfCancelled(db: Queryable, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_find_workflow_ids_if_cancelled',
+    text: `SELECT id FROM workflows WHERE id = ANY($1::bigint[]) AND status = 'cancelled'`,
+    values: [ids],
+  });
+  return rows.map((r) => r.id);
+}
