@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { trustProxySchema } from './http/trustedProxies.js';
 import type { Secrets } from './secrets.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
@@ -91,6 +92,8 @@ export interface ApiConfig {
   tokens?: Record<string, string>;
   /** Users who may cancel and retry any workflow; every other user only the ones it started. */
   admins?: string[];
+  /** Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-Proto: https` is believed (src/http/trustedProxies.ts). */
+  trustProxy?: string[];
 }
 
 export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
@@ -180,9 +183,10 @@ function parseApi(raw: unknown, issues: Issue[], secrets: Secrets | undefined): 
     issues.push({ path: 'api', message: 'expected an object like {"tokens": {"${OPS_TOKEN}": "alice"}}' });
     return undefined;
   }
-  for (const key of Object.keys(raw)) if (key !== 'tokens' && key !== 'admins') issues.push({ path: formatPath(['api', key]), message: 'unknown key' });
+  for (const key of Object.keys(raw)) if (!API_KEYS.has(key)) issues.push({ path: formatPath(['api', key]), message: 'unknown key' });
   const admins = parseApiAdmins(raw.admins, issues);
-  const withAdmins = admins ? { admins } : {};
+  const trustProxy = parseTrustProxy(raw.trustProxy, issues);
+  const withAdmins = { ...(admins ? { admins } : {}), ...(trustProxy ? { trustProxy } : {}) };
   if (raw.tokens === undefined) return withAdmins;
   if (!isPlainObject(raw.tokens)) {
     issues.push({ path: 'api.tokens', message: 'expected an object mapping each token to a user: {"${OPS_TOKEN}": "alice"}' });
@@ -201,6 +205,17 @@ function parseApi(raw: unknown, issues: Issue[], secrets: Secrets | undefined): 
     }
   }
   return { tokens, ...withAdmins };
+}
+
+const API_KEYS = new Set(['tokens', 'admins', 'trustProxy']);
+
+/** `"api": {"trustProxy": ["10.0.0.5", "10.1.0.0/16"]}`: the reverse proxies whose X-Forwarded-Proto counts. */
+function parseTrustProxy(raw: unknown, issues: Issue[]): string[] | undefined {
+  if (raw === undefined) return undefined;
+  const parsed = trustProxySchema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  issues.push(...zodIssues(parsed.error.issues, ['api', 'trustProxy']));
+  return undefined;
 }
 
 /** `"api": {"admins": ["alice", …]}`: user names that may cancel and retry any workflow. */

@@ -19,6 +19,7 @@ import type { ClientsConfig } from '../configFile.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
+import { flowNameProblem } from '../flow/flowName.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
@@ -103,6 +104,8 @@ export class Operations {
       throw new OperationError('invalid_input', `version must be a whole number from 1 (got ${JSON.stringify(args.version)})`);
     }
     const flow = inline ? parseFlowArg(args.flow) : null;
+    const lookAlike = inline ? undefined : flowNameProblem(name);
+    if (lookAlike) throw new OperationError('invalid_input', `flow name ${JSON.stringify(name)} refused: ${lookAlike}; nothing was started`);
 
     return this.#db(async () => {
       if (inline) await checkFlowForUser(this.#startDeps(), user, { what: 'the flow', flow, input });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { withTransaction } from '../db/connect.js';
 import { listFlowsLatest, listFlowVersions, loadFlowVersion, putFlowVersionUnlessLatestIsSame } from '../db/queries/flows.js';
+import { flowNameProblem } from '../flow/flowName.js';
 import { validateFlow } from '../flow/validate.js';
 import { CliError, note, out, outJson, parseLimit, readJsonFile, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
 import { formatWhen, table } from './format.js';
@@ -16,9 +17,6 @@ interface PutFlags extends DatabaseFlags {
   by?: string;
   json?: boolean;
 }
-
-/** The largest flow name the registry accepts (flows_name_valid). */
-const MAX_NAME = 200;
 
 export function registerFlow(program: Command): void {
   const flow = program
@@ -46,7 +44,7 @@ the version that was latest when the executor admitted it, for its whole life.`,
       .description('validate a flow file and store it as the next version of its name')
       .argument('<file>', 'flow JSON file (either form)')
       .option('--name <name>', 'the flow name (default: the file name without .json)')
-      .option('--by <user>', 'recorded as created_by (default: the database role)')
+      .option('--by <user>', 'recorded as created_by (default: the database role; another name only as a trusted role: sql/0023)')
       .option('--json', 'print {name, version, created} as JSON'),
   )
     .addHelpText(
@@ -155,9 +153,11 @@ Examples:
     });
 }
 
+/** The registry's rules (flowName.ts; the database checks them again, sql/0023). */
 function checkName(name: string): void {
   if (!name) throw new CliError('the flow name must not be empty (give --name NAME)');
-  if (name.length > MAX_NAME) throw new CliError(`the flow name is longer than ${MAX_NAME} characters`);
+  const problem = flowNameProblem(name);
+  if (problem) throw new CliError(`flow name ${JSON.stringify(name)} refused: ${problem}; nothing was stored`);
 }
 
 /** `NAME` or `NAME@VERSION` (the last `@` followed only by digits). */

@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { insertWorkflow } from '../db/contract.js';
 import { loadFlowVersion } from '../db/queries/flows.js';
 import { getWorkflowByKey } from '../db/reads.js';
+import { flowNameProblem } from '../flow/flowName.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { callerUser } from '../api/callerUser.js';
@@ -129,6 +130,8 @@ function refuseInvalid(what: string, flow: unknown, input: Record<string, unknow
 
 /** The registered flow (the version asked for, else the latest) exists, is valid and takes this input. */
 async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }, input: Record<string, unknown>): Promise<void> {
+  const lookAlike = flowNameProblem(ref.name);
+  if (lookAlike) throw new CliError(`flow name ${JSON.stringify(ref.name)} refused: ${lookAlike}; nothing was started`);
   const row = await loadFlowVersion(ctx.pool, ref.name, ref.version);
   if (!row) throw new CliError(`${await missingFlowMessage(ctx.pool, ref.name, ref.version)}; nothing was started`);
   refuseInvalid(`flow ${ref.name}@${row.version}`, row.flow, input);

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
+import { flowNameProblem } from './flowName.js';
 
 /** The largest flow accepted, as JSON text. */
 export const MAX_FLOW_BYTES = 1024 * 1024;
@@ -102,7 +103,8 @@ export const subWorkflowSpec = z
       .string()
       .min(1, 'workflow.name must name a registered flow')
       .superRefine((name, ctx) => {
-        const problem = nameProblem(name);
+        // The registry refuses look-alike names (flowName.ts): a step naming one starts nobody's flow, or a legacy impostor.
+        const problem = flowNameProblem(name);
         if (problem) ctx.addIssue({ code: 'custom', message: problem });
       }),
     version: z.number().int().min(1).optional(),

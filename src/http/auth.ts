@@ -10,13 +10,15 @@ import type { HttpBindings } from '@hono/node-server';
 import { bearerToken, type TokenLookup } from '../api/tokens.js';
 import type { AuthThrottle } from './authThrottle.js';
 import { SESSION_COOKIE, type Sessions } from './sessions.js';
+import { TrustedProxies } from './trustedProxies.js';
 
 /** How the user was recognised; only `session` and `local` requests can be forged by a browser (CSRF). */
 export type AuthVia = 'bearer' | 'session' | 'local';
 
 export interface HttpEnv {
   Bindings: Partial<HttpBindings>;
-  Variables: { user: string; via: AuthVia };
+  /** `session`: the signed-in session's id (via `session` only); `https`: the browser used TLS (trustedProxies.ts). */
+  Variables: { user: string; via: AuthVia; session?: string; https: boolean };
 }
 
 export interface AuthPolicy {
@@ -27,13 +29,18 @@ export interface AuthPolicy {
   sessions: Sessions;
   /** Wrong tokens per client address: past its allowance an address gets 429 (authThrottle.ts). */
   throttle: AuthThrottle;
+  /** `api.trustProxy`: whose `X-Forwarded-Proto` is believed (none: only a TLS connection is https). */
+  proxies?: TrustedProxies;
 }
 
 /** Paths that answer without a user (the sign-in form itself). */
 const PUBLIC_PATHS = new Set(['/sign-in']);
 
 export function authenticate(policy: AuthPolicy): MiddlewareHandler<HttpEnv> {
+  const proxies = policy.proxies ?? new TrustedProxies();
   return async (c, next) => {
+    const socket = c.env?.incoming?.socket as { encrypted?: boolean } | undefined;
+    c.set('https', proxies.isHttps({ encrypted: socket?.encrypted === true, remoteAddress: remoteAddress(c), forwardedProto: c.req.header('x-forwarded-proto') }));
     if (!policy.tokens.enabled) {
       if (!isLoopbackAddress(remoteAddress(c))) {
         return c.text('stepd serves only loopback clients when no api.tokens are configured\n', 403);
@@ -60,10 +67,11 @@ export function authenticate(policy: AuthPolicy): MiddlewareHandler<HttpEnv> {
       c.set('via', 'bearer');
       return next();
     }
-    const sessionUser = policy.sessions.verify(getCookie(c, SESSION_COOKIE));
-    if (sessionUser) {
-      c.set('user', sessionUser);
+    const session = policy.sessions.verify(getCookie(c, SESSION_COOKIE));
+    if (session) {
+      c.set('user', session.user);
       c.set('via', 'session');
+      c.set('session', session.id);
       return next();
     }
     if (PUBLIC_PATHS.has(c.req.path)) return next();

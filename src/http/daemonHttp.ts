@@ -16,6 +16,7 @@ import { EventHub } from './eventHub.js';
 import { startHttpServer, type RunningHttpServer } from './server.js';
 import { AuthThrottle } from './authThrottle.js';
 import { Sessions } from './sessions.js';
+import { TrustedProxies } from './trustedProxies.js';
 
 export interface DaemonHttpOptions {
   databaseUrl: string;
@@ -54,7 +55,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
   try {
     await events.start();
     const app = createHttpApp({
-      auth: { tokens, localUser: opts.localUser, sessions: new Sessions(), throttle: new AuthThrottle() },
+      auth: { tokens, localUser: opts.localUser, sessions: new Sessions(), throttle: new AuthThrottle(), proxies: new TrustedProxies(opts.api?.trustProxy) },
       log,
       dashboard: { operations, db },
       events,

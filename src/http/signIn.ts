@@ -1,11 +1,12 @@
 /**
  * The sign-in form (only when API tokens are configured): the user pastes their token once and
- * gets a session cookie (HttpOnly, SameSite=Strict, signed; the token itself is not stored in the
- * browser). `POST /sign-out` ends the session.
+ * gets a session cookie (HttpOnly, SameSite=Strict, signed, `Secure` when the browser came over
+ * TLS, directly or through a trusted proxy; the token itself is not stored in the browser).
+ * `POST /sign-out` revokes the session (sessions.ts): the old cookie, replayed, is refused.
  */
 import { randomBytes } from 'node:crypto';
 import type { Context, Hono } from 'hono';
-import { deleteCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { remoteAddress, retryAfter, type AuthPolicy, type HttpEnv } from './auth.js';
 import { bareLayout, contentSecurityPolicy } from './dashboard/layout.js';
 import { html } from './html.js';
@@ -30,20 +31,20 @@ export function mountSignIn(app: Hono<HttpEnv>, auth: AuthPolicy): void {
       auth.throttle.failed(address);
       return form(c, next, 'That token is not valid.', 401);
     }
-    setCookie(c, SESSION_COOKIE, auth.sessions.issue(user), {
-      httpOnly: true,
-      sameSite: 'Strict',
-      path: '/',
-      secure: new URL(c.req.url).protocol === 'https:',
-      maxAge: Math.floor(auth.sessions.ttlMs / 1000),
-    });
+    setCookie(c, SESSION_COOKIE, auth.sessions.issue(user), { ...cookieOptions(c), maxAge: Math.floor(auth.sessions.ttlMs / 1000) });
     return c.redirect(next, 303);
   });
 
   app.post('/sign-out', (c) => {
-    deleteCookie(c, SESSION_COOKIE, { path: '/' });
+    auth.sessions.revoke(getCookie(c, SESSION_COOKIE));
+    deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
     return c.redirect(auth.tokens.enabled ? '/sign-in' : '/', 303);
   });
+}
+
+/** The session cookie's attributes: `Secure` exactly when the browser's request was https. */
+function cookieOptions(c: Context<HttpEnv>): { httpOnly: true; sameSite: 'Strict'; path: '/'; secure: boolean } {
+  return { httpOnly: true, sameSite: 'Strict', path: '/', secure: c.get('https') };
 }
 
 function form(c: Context<HttpEnv>, next: string, problem?: string, status: 200 | 401 | 429 = 200): Response {

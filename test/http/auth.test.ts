@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, insertWorkflow, startExecutor, waitForStep, getSteps } from '../helpers/db.js';
-import { ALICE_TOKEN, BOB_TOKEN, buildTestApp, cookieOf, formPost, gatedFlow } from './helpers.js';
+import { ALICE_TOKEN, BOB_TOKEN, buildTestApp, cookieOf, formPost, gatedFlow, pageCsrf } from './helpers.js';
 
 const tokens = { [ALICE_TOKEN]: 'alice', [BOB_TOKEN]: 'bob' };
 const html = { accept: 'text/html' };
@@ -105,7 +105,7 @@ describe('state-changing requests are protected against CSRF', () => {
     const signIn = await request('/sign-in', formPost({ token: ALICE_TOKEN, next: '/' }));
     const cookie = cookieOf(signIn);
     const path = `/workflows/${id}/steps/${stepId}/approve`;
-    const csrf = sessions.csrfToken('alice');
+    const csrf = await pageCsrf(request, cookie);
 
     expect((await request(path, formPost({}, { cookie }))).status).toBe(403);
     expect((await request(path, formPost({ csrf: sessions.csrfToken('bob') }, { cookie }))).status).toBe(403);

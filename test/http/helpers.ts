@@ -53,6 +53,14 @@ export function formPost(fields: Record<string, string>, headers: Record<string,
   };
 }
 
+/** The CSRF token a dashboard page carries for this cookie's session (from its sign-out form). */
+export async function pageCsrf(request: TestApp['request'], cookie: string): Promise<string> {
+  const page = await (await request('/', { headers: { accept: 'text/html', cookie } })).text();
+  const token = /name="csrf" value="([^"]+)"/.exec(page)?.[1];
+  if (!token) throw new Error('the page carries no CSRF token');
+  return token;
+}
+
 /** The `name=value` of a Set-Cookie header, for the next request's Cookie header. */
 export function cookieOf(res: Response): string {
   const set = res.headers.get('set-cookie') ?? '';

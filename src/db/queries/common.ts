@@ -3,6 +3,8 @@
  * schema (see connect.ts), so statements use unqualified table names and are prepared once per
  * connection (`name`). Values are always parameters; nothing builds SQL from input.
  */
+import type { ErrorData } from '../../errors.js';
+import { storableError } from '../../storedError.js';
 
 export interface Queryable {
   query<R = any>(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: R[]; rowCount: number | null }>;
@@ -19,3 +21,8 @@ export function jsonParam(value: unknown): string | null {
   return value === undefined ? null : JSON.stringify(value);
 }
 
+
+/** An error for a jsonb `error` column: its text cut to the documented size (storedError.ts); null stays SQL NULL. */
+export function errorParam(error: ErrorData | null | undefined): string | null {
+  return error === undefined || error === null ? null : JSON.stringify(storableError(error));
+}

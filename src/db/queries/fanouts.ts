@@ -4,7 +4,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
-import { jsonParam, type Queryable } from './common.js';
+import { errorParam, type Queryable } from './common.js';
 
 export type ForkRow = Pick<StepRow, 'id' | 'name' | 'fanout_id' | 'item_index'> & {
   /** How many items a fork without a tool stored (its result's `items`), else null. */
@@ -169,7 +169,7 @@ export async function failForkRowsIfDone(db: Queryable, forkIds: string[], error
     name: 'stepd_fail_fork_rows_if_done',
     text: `UPDATE workflow_steps SET updated_at = now(), status = 'failed', error = $2::jsonb, fanout_open = false
             WHERE id = ANY($1::bigint[]) AND status = 'done'`,
-    values: [forkIds, jsonParam(error)],
+    values: [forkIds, errorParam(error)],
   });
   return rowCount ?? 0;
 }

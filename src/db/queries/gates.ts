@@ -3,7 +3,7 @@
  * puts the gate back to waiting, fenced on the attempt this executor claimed.
  */
 import type { ErrorData } from '../../errors.js';
-import { jsonParam, type Queryable } from './common.js';
+import { errorParam, type Queryable } from './common.js';
 
 /** Whether a database role may act as anyone (superuser, executor or owner member), as admission decides it. */
 export async function isRoleTrusted(db: Queryable, role: string): Promise<boolean> {
@@ -41,7 +41,7 @@ export async function returnGateToWaitingIfRunning(
                   started_at = NULL, lease_until = NULL, executor_id = NULL
             WHERE id = $1 AND status = 'running' AND executor_id = $2 AND tool IS NULL
         RETURNING id::text, workflow_id::text, name, attempt, item_index, args`,
-    values: [gate.id, gate.executorId, jsonParam(gate.refusal)],
+    values: [gate.id, gate.executorId, errorParam(gate.refusal)],
   });
   return rows[0];
 }

@@ -6,6 +6,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepStatus } from '../tables.js';
+import { storableError } from '../../storedError.js';
 import { jsonParam, type Queryable } from './common.js';
 import type { LockedWorkflow } from './workflows.js';
 
@@ -111,7 +112,7 @@ export async function lockWorkflowsAndFinishSteps(
                      'id', l.id::text, 'status', l.status, 'step_count', l.step_count)), '[]') FROM locked l) AS workflows,
                   (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished`,
     // The outcomes as one JSON array (see insertSteps); a done step's result is JSON null at least.
-    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error, args: v.args })))],
+    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error && storableError(v.error), args: v.args })))],
   });
   return rows[0] ?? { workflows: [], finished: [] };
 }

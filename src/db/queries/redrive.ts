@@ -7,7 +7,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepStatus, WorkflowRow } from '../tables.js';
-import { jsonParam, type Queryable } from './common.js';
+import { errorParam, type Queryable } from './common.js';
 
 /** Workflows whose redrive was requested, oldest request first. */
 export async function findRedriveRequests(db: Queryable, limit: number): Promise<string[]> {
@@ -87,7 +87,7 @@ export async function refuseRedrive(db: Queryable, workflowId: string, error: Er
     text: `UPDATE workflows SET updated_at = now(), status = 'failed', error = $2::jsonb, redrive_requested_at = NULL,
                   completed_at = coalesce(completed_at, now())
             WHERE id = $1 AND redrive_requested_at IS NOT NULL`,
-    values: [workflowId, jsonParam(error)],
+    values: [workflowId, errorParam(error)],
   });
   return rowCount === 1;
 }

@@ -4,6 +4,7 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
+import { storableError } from '../../storedError.js';
 import type { EventsNotify, Queryable } from './common.js';
 
 export interface NewStep {
@@ -123,7 +124,7 @@ function stepRecord(s: NewStep): Record<string, unknown> {
     item_index: s.itemIndex ?? undefined,
     expires_in: s.expiresInMs === undefined ? undefined : Math.round(s.expiresInMs),
     result: s.result,
-    error: s.error,
+    error: s.error && storableError(s.error),
     executor_id: s.executorId,
     lease_ms: s.leaseMs === undefined ? undefined : Math.round(s.leaseMs),
     fanout_open: s.fanoutOpen === true ? true : undefined,

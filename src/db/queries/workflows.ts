@@ -4,7 +4,8 @@
  */
 import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
-import { jsonParam, type EventsNotify, type Queryable } from './common.js';
+import { storableError } from '../../storedError.js';
+import { errorParam, jsonParam, type EventsNotify, type Queryable } from './common.js';
 
 export type AdmittedWorkflow = Pick<
   WorkflowRow,
@@ -174,7 +175,7 @@ export async function endWorkflowCancellingLiveSteps(
       workflowId,
       end.status,
       end.status === 'completed' ? jsonParam(end.output ?? null) : null,
-      end.status === 'failed' ? jsonParam(end.error) : null,
+      end.status === 'failed' ? errorParam(end.error) : null,
     ],
   });
   return rows.map((r) => r.id).filter((id): id is string => id !== null);
@@ -230,7 +231,7 @@ export async function endWorkflowsCancellingLiveSteps(
     // The ends as one JSON array (see insertSteps): a completed workflow's output is JSON null at least.
     values: [
       ends.map((e) => e.workflowId),
-      JSON.stringify(ends.map((e) => (e.status === 'completed' ? { id: e.workflowId, status: e.status, output: e.output ?? null } : { id: e.workflowId, status: e.status, error: e.error }))),
+      JSON.stringify(ends.map((e) => (e.status === 'completed' ? { id: e.workflowId, status: e.status, output: e.output ?? null } : { id: e.workflowId, status: e.status, error: storableError(e.error) }))),
       unapplied,
       notify?.channel ?? null,
       JSON.stringify(notify?.payloads ?? []),
@@ -260,7 +261,7 @@ export async function failWorkflowIfActive(db: Queryable, workflowId: string, er
                   completed_at = greatest(now(), created_at, started_at),
                   started_at = coalesce(started_at, greatest(now(), created_at))
             WHERE id = $1 AND status IN ('new', 'running')`,
-    values: [workflowId, jsonParam(error)],
+    values: [workflowId, errorParam(error)],
   });
   return rowCount === 1;
 }

@@ -6,13 +6,14 @@
 import { randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import type { HttpEnv } from '../auth.js';
+import { csrfTokenOf } from '../csrf.js';
 import type { Html } from '../html.js';
 import type { Sessions } from '../sessions.js';
 import { contentSecurityPolicy, type PageContext } from './layout.js';
 
 export function pageContext(c: Context<HttpEnv>, sessions: Sessions): PageContext {
   const user = c.get('user');
-  return { user, signedIn: c.get('via') === 'session', csrf: sessions.csrfToken(user), nonce: randomBytes(16).toString('base64') };
+  return { user, signedIn: c.get('via') === 'session', csrf: csrfTokenOf(c, sessions) ?? '', nonce: randomBytes(16).toString('base64') };
 }
 
 export function isFragmentRequest(c: Context<HttpEnv>): boolean {
