@@ -348,9 +348,15 @@ export async function holdRow(
     }
   };
   onCleanup(() => release().catch(() => {}));
-  await conn.query('BEGIN');
-  if (opts.hold) await opts.hold(conn);
-  else await conn.query(`SELECT 1 FROM ${t.schema}.${opts.table ?? 'workflows'} WHERE id = $1 ${ROW_LOCK_MODES[opts.mode ?? 'UPDATE']}`, [id]);
-  const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-  return { pid: rows[0]!.pid, release };
+  try {
+    await conn.query('BEGIN');
+    if (opts.hold) await opts.hold(conn);
+    else await conn.query(`SELECT 1 FROM ${t.schema}.${opts.table ?? 'workflows'} WHERE id = $1 ${ROW_LOCK_MODES[opts.mode ?? 'UPDATE']}`, [id]);
+    const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    return { pid: rows[0]!.pid, release };
+  } catch (err) {
+    // Refused (no privilege): nothing is held.
+    await release().catch(() => {});
+    throw err;
+  }
 }

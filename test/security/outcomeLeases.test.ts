@@ -9,17 +9,20 @@
  * within a second (from its rows' timestamps). If the executor stops while the outcome waits,
  * the step is rescued by the watchdog as before, once.
  */
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type pg from 'pg';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { StepdFileConfig } from '../../src/configFile.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
+import { TEST_DATABASE_URL } from '../helpers/db.js';
 import {
   clientInsert,
   createClientRole,
   getSteps,
   holdRow,
   insertWorkflow,
+  onCleanup,
   securityEnv,
   startConfiguredExecutor,
   startLocalServer,
@@ -220,5 +223,34 @@ describe('an executor that stops while an outcome waits for a held row', () => {
     ]);
     // Its outcome went with the stopped executor: the retry called the tool a second time, and only once more.
     expect(s.tool.calls(s.victim)).toBe(2);
+  });
+});
+
+describe('a role with no grants at all', () => {
+  it("cannot take a workflow's or a step's row lock: refused, and the finished step is recorded at once", async () => {
+    const s = await scene();
+    const role = `nogrant_${randomBytes(5).toString('hex')}`;
+    await s.t.db.query(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
+    const url = new URL(TEST_DATABASE_URL);
+    url.username = role;
+    url.password = '';
+    const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    pool.on('error', () => {});
+    onCleanup(async () => {
+      await pool.end().catch(() => {});
+      await s.t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role]).catch(() => {});
+      await s.t.db.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`);
+    });
+    for (const [table, id] of [['workflows', s.victim], ['workflow_steps', s.stepId]] as const) {
+      for (const mode of ['UPDATE', 'KEY SHARE'] satisfies RowLockMode[]) {
+        const err = await holdRow(pool, s.t, id, { table, mode }).then(
+          () => undefined,
+          (e: { code?: string }) => e,
+        );
+        expect(err?.code, `FOR ${mode} on ${table}`).toBe('42501');
+      }
+    }
+    s.tool.release(s.victim, s.beside);
+    await assertCompletedOnce(s, () => s.tool.calls(s.victim));
   });
 });

@@ -243,12 +243,17 @@ export async function findExpiredLeasesOfGoneExecutors(db: Queryable, limit: num
   return rows;
 }
 
-/** Each executor's own: its running steps past their lease (it rescues those whose outcome it does not hold). */
+/**
+ * Each executor's own: its running steps past their lease (it rescues those whose outcome it does
+ * not hold). Not those settling a finished child's outcome (child_id set): the leader hands them
+ * back to ready past their lease (handBackSettlingSubWorkflowSteps), which re-runs nothing.
+ */
 export async function findOwnStepsPastLease(db: Queryable, executorId: string, limit: number): Promise<{ id: string; workflow_id: string }[]> {
   const { rows } = await db.query<{ id: string; workflow_id: string }>({
     name: 'stepd_find_own_steps_past_lease',
     text: `SELECT id, workflow_id FROM workflow_steps
-            WHERE status = 'running' AND executor_id = $1 AND lease_until < now() ORDER BY lease_until LIMIT $2`,
+            WHERE status = 'running' AND executor_id = $1 AND lease_until < now() AND child_id IS NULL
+            ORDER BY lease_until LIMIT $2`,
     values: [executorId, limit],
   });
   return rows;
