@@ -1,13 +1,14 @@
 /**
  * Outcomes are never lost to a lock. A client role (granted `<schema>_client`) holds another
  * user's workflow row — FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE, FOR KEY SHARE, or an
- * uncommitted cancel — or the step's own row, while the step's tool finishes. The outcome waits
+ * uncommitted cancel — or the step's own row, or a sibling's row that the finished step must
+ * cancel, while the step's tool finishes. The outcome waits
  * past the step's lease (short here: the step's 2 s timeout plus 100 ms of grace) and the
  * watchdog leaves the step alone, because its executor is alive and holds the outcome: the tool
  * ran once, and the workflow completes once the row is let go. Meanwhile another role's
  * workflows complete: one whose outcome came in the same batch, and a new one-step workflow
  * within a second (from its rows' timestamps). If the executor stops while the outcome waits,
- * the step is rescued by the watchdog as before, once.
+ * the step is rescued by the watchdog as before, once. A role with no grants cannot take the locks.
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -74,14 +75,16 @@ interface Scene {
   /** Another service's role: its workflows must not wait for the held row. */
   other: ClientRole;
   victim: string;
+  /** The victim's step whose tool finishes while the row is held, and its name. */
   stepId: string;
+  stepName: string;
   executorId: string;
   /** The other role's workflow whose tool finishes in the same tick as the victim's. */
   beside: string;
 }
 
 /** The victim's step and another role's step, both in their tool calls. */
-async function scene(opts: { victimFlow?: unknown; inFlight?: () => boolean; config?: StepdFileConfig } = {}): Promise<Scene> {
+async function scene(opts: { victimFlow?: unknown; stepName?: string; inFlight?: () => boolean; config?: StepdFileConfig } = {}): Promise<Scene> {
   const tool = countedTool();
   const env = await securityEnv({ providers: [tool], options: SHORT_LEASES, ...(opts.config ? { config: opts.config } : {}) });
   const { t } = env;
@@ -90,8 +93,9 @@ async function scene(opts: { victimFlow?: unknown; inFlight?: () => boolean; con
   const beside = await clientInsert(other, ONE_STEP('counted.call', { v: 'beside' }));
   const victimInFlight = opts.inFlight ?? (() => tool.inFlight(victim));
   await waitFor(() => victimInFlight() && tool.inFlight(beside), 'both tool calls in flight');
-  const [step] = await getSteps(t, victim);
-  return { env, t, tool, other, victim, beside, stepId: step!.id, executorId: step!.executor_id! };
+  const stepName = opts.stepName ?? 'x';
+  const step = (await getSteps(t, victim)).find((r) => r.name === stepName)!;
+  return { env, t, tool, other, victim, beside, stepId: step.id, stepName, executorId: step.executor_id! };
 }
 
 /** A one-step workflow of the other role completes within a second of its insert (completed_at - created_at). */
@@ -122,7 +126,9 @@ async function assertOutcomeKeptWhileHeld(s: Scene, releaseVictim: () => void, v
   // Sweeps after the lease ran out (the executor also sweeps on its own every 100 ms): none rescues the step.
   await s.env.executor.sweep();
   await s.env.executor.sweep();
-  expect((await getSteps(s.t, s.victim)).map((r) => [r.attempt, r.status, r.executor_id])).toEqual([[1, 'running', s.executorId]]);
+  const steps = await getSteps(s.t, s.victim);
+  expect(steps.filter((r) => r.name === s.stepName).map((r) => [r.attempt, r.status, r.executor_id])).toEqual([[1, 'running', s.executorId]]);
+  expect(steps.filter((r) => r.status === 'failed')).toEqual([]);
   expect(victimCalls()).toBe(1);
   await assertOtherRoleServedWithinASecond(s);
 }
@@ -198,6 +204,36 @@ describe("a client holding the step's own row while it finishes", () => {
     await assertOutcomeKeptWhileHeld(s, () => s.tool.release(s.victim), () => s.tool.calls(s.victim));
     await held.release();
     await assertCompletedOnce(s, () => s.tool.calls(s.victim));
+  });
+});
+
+describe('a client holding a sibling step row that the finished step must cancel', () => {
+  it("holds back neither the batch (its last writes meet the lock) nor the lease: the workflow completes once, when it is let go", async () => {
+    // "stop" ends the workflow, which cancels "other": the client holds other's row.
+    const victimFlow = {
+      start: 'fork',
+      steps: {
+        fork: { parallel: ['stop', 'other'], join: 'merge' },
+        stop: { tool: 'counted.call', args: { v: 'victim' }, timeout: '2s', done: true, output: '{{result}}' },
+        other: { tool: 'core.sleep', args: { ms: 600_000 }, timeout: '10m' },
+        merge: { tool: 'core.echo' },
+      },
+    };
+    const s = await scene({ victimFlow, stepName: 'stop' });
+    const other = await waitFor(async () => (await getSteps(s.t, s.victim)).find((r) => r.name === 'other' && r.status === 'running'), 'the other branch running');
+    const held = await holdRow(s.env.client.pool, s.t, other.id, { table: 'workflow_steps' });
+    await assertOutcomeKeptWhileHeld(s, () => s.tool.release(s.victim), () => s.tool.calls(s.victim));
+    await held.release();
+    const done = await waitForWorkflow(s.t, s.victim);
+    expect(done.status, JSON.stringify(done.error)).toBe('completed');
+    expect(done.output).toEqual({ v: 'victim' });
+    const steps = await getSteps(s.t, s.victim);
+    expect(steps.filter((r) => r.name !== 'fork').map((r) => [r.name, r.attempt, r.status])).toEqual([
+      ['stop', 1, 'done'],
+      ['other', 1, 'cancelled'],
+    ]);
+    expect(s.tool.calls(s.victim)).toBe(1);
+    await s.env.bystander.assertUndisturbedAndServed();
   });
 });
 
