@@ -242,7 +242,6 @@ export class Executor {
     );
   }
 
-
   private async loop(): Promise<void> {
     let errors = 0;
     while (!this.stopping) {
@@ -365,7 +364,6 @@ export class Executor {
     try {
       const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r) };
       const report = await runWatchdogOnce(watchdog);
-      // Its own steps past their lease, but for those whose outcome waits to be recorded.
       const own = await rescueOwnStepsPastLease(watchdog, () => this.outcomes.stepIds());
       this.metrics.rescued('executor_dead', report.orphaned);
       this.metrics.rescued('lease_expired', report.lost + own);
