@@ -100,6 +100,20 @@ const BEGIN_PREFERRING_INDEX_SCANS = 'BEGIN; SET LOCAL enable_seqscan = off; SET
 export interface TransactionOptions {
   /** Plan this transaction's statements with index scans where one exists (BEGIN_PREFERRING_INDEX_SCANS). */
   preferIndexScans?: boolean;
+  /**
+   * A lock not granted within this many milliseconds fails the statement (55P03) instead of
+   * waiting, for the whole transaction: set in the BEGIN's round trip (no statement of its own).
+   */
+  lockTimeoutMs?: number;
+}
+
+/** The BEGIN sent for `opts`, in one round trip (the setting is a whole number of milliseconds, never a user value). */
+function beginStatement(opts: TransactionOptions): string {
+  const begin = opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN';
+  if (opts.lockTimeoutMs === undefined) return begin;
+  const ms = Math.max(1, Math.round(opts.lockTimeoutMs));
+  if (!Number.isSafeInteger(ms)) throw new RangeError(`lockTimeoutMs must be a finite number of milliseconds, not ${opts.lockTimeoutMs}`);
+  return `${begin}; SET LOCAL lock_timeout = ${ms}`;
 }
 
 /**
@@ -118,7 +132,7 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
   client.on('error', onError);
   let failure: unknown;
   try {
-    await client.query(opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN');
+    await client.query(beginStatement(opts));
     const out = await fn(client);
     await client.query('COMMIT');
     return out;

@@ -29,7 +29,7 @@ import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
 import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
-import { runWatchdogOnce } from './watchdog.js';
+import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
 import { NO_METRICS, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
@@ -370,14 +370,16 @@ export class Executor {
     }, delay);
   }
 
-  /** One watchdog tick: leader duties, then this executor's own cancelled or rescued steps. */
+  /** One watchdog tick: leader duties, then this executor's own steps past their lease, cancelled or rescued. */
   async sweep(): Promise<void> {
     // Redrive requests are looked for at every sweep too, even while the loop never idles.
     this.redrivePending = true;
     try {
-      const report = await runWatchdogOnce({ tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r) => this.handleTx(r) });
+      const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r) };
+      const report = await runWatchdogOnce(watchdog);
+      const own = await rescueOwnStepsPastLease(watchdog, () => this.outcomes.stepIds());
       this.metrics.rescued('executor_dead', report.orphaned);
-      this.metrics.rescued('lease_expired', report.lost);
+      this.metrics.rescued('lease_expired', report.lost + own);
       await abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running);
     } catch (err) {
       if (!this.outage.failed(err, 'watchdog')) this.deps.log.error({ err }, 'watchdog sweep failed');

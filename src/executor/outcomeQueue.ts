@@ -5,8 +5,11 @@
  * When the database is unreachable the batch is kept and retried with backoff for as long as it
  * takes (outcomes finishing meanwhile join it): a restart or an outage loses no outcome. Each
  * finish is fenced by `status = 'running' AND executor_id`, so retrying a batch whose COMMIT
- * went through but whose answer was lost records nothing twice. Other failures are retried a
- * few times; after that the step's lease runs out and the watchdog retries it.
+ * went through but whose answer was lost records nothing twice. A row another transaction holds
+ * never counts as a failure: the outcome waits in the alone lane for as long as it is held, and
+ * keeps its step's lease meanwhile (stepIds(): the watchdog leaves steps whose outcome waits
+ * here). Other failures are retried a few times; after that the step's lease runs out and the
+ * watchdog retries it.
  */
 import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
@@ -28,8 +31,8 @@ export interface OutcomeQueueOptions {
   /** Attempts for failures other than a lost connection. */
   maxAttempts?: number;
   /**
-   * The lane for outcomes a batch handed back (TxResult.deferred: a workflow locked elsewhere, or
-   * heavy to settle): one workflow per transaction, beside the main drain, so they never hold
+   * The lane for outcomes a batch handed back (TxResult.deferred: a workflow or step row locked
+   * elsewhere, or heavy to settle): one workflow per transaction, beside the main drain, so they never hold
    * the other outcomes behind them. Set only on the queue the main one creates for them.
    */
   alone?: boolean;
@@ -71,7 +74,7 @@ export class OutcomeQueue {
     return this.pending.length + this.batch.length + (this.side?.unrecorded ?? 0);
   }
 
-  /** The steps whose outcome is not recorded yet: still `running` in the database, but done here. */
+  /** The steps whose outcome is not recorded yet: still `running` in the database, but done here (they keep their lease). */
   stepIds(): Set<string> {
     return new Set([...this.batch, ...this.pending].map((e) => e.input.stepId).concat([...(this.side?.stepIds() ?? [])]));
   }

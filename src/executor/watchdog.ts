@@ -1,7 +1,8 @@
 /**
  * One sweep of the watchdog. Leader-only duties (under the watchdog lease, a row of
  * executor_leases that clients cannot write, so one executor does them): the running steps of executors that stopped heartbeating fail with `lost`
- * (retryable) whatever their lease; steps whose lease ran out likewise; gates past their
+ * (retryable) whatever their lease; steps whose lease ran out likewise, unless their executor is
+ * alive (beating, its listener's session open: it answers for its own steps); gates past their
  * deadline apply `onTimeout`; workflows past their timeout fail with `deadline`; the
  * executor-id claims of ended sessions are forgotten.
  *
@@ -11,7 +12,8 @@
  */
 import {
   findExpiredGates,
-  findExpiredLeases,
+  findExpiredLeasesOfGoneExecutors,
+  findOwnStepsPastLease,
   findOverdueWorkflows,
   findStepsOfDeadExecutors,
   forgetDeadExecutorsWithoutSteps,
@@ -63,6 +65,38 @@ function finishUnlessHeld(deps: WatchdogDeps, tx: TxDeps, input: FinishInput): P
   return unlessHeld(deps, { workflowId: input.workflowId, stepId: input.stepId }, () => finishStep(tx, input));
 }
 
+const LEASE_RAN_OUT: Outcome = {
+  status: 'failed',
+  error: { code: 'lost', message: 'the executor running this step stopped answering before its lease ran out', retryable: true },
+};
+
+/**
+ * Every executor's own duty at each sweep (not the leader's): its running steps past their lease
+ * fail with `lost` (retryable), as the leader fails those of executors that are gone — a tool
+ * that outlived its timeout and the lease grace, a prefetched step that waited too long, a step
+ * a claim took whose answer was lost — except the steps whose outcome it holds (`holdsOutcome`,
+ * asked after the query): finished, waiting to be recorded (a row lock, the database away).
+ * Those keep their lease however long they wait, so their tool never runs twice; if this
+ * executor dies meanwhile, its beats stop and the leader rescues them as before. Returns how many
+ * were rescued.
+ */
+export async function rescueOwnStepsPastLease(deps: WatchdogDeps, holdsOutcome: () => ReadonlySet<string>): Promise<number> {
+  const rows = await findOwnStepsPastLease(deps.tx.pool, deps.tx.executorId, deps.batch ?? 100);
+  if (rows.length === 0) return 0;
+  const held = holdsOutcome();
+  let rescued = 0;
+  for (const row of rows) {
+    if (held.has(row.id)) continue;
+    const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome: LEASE_RAN_OUT });
+    if (r.recorded.has(row.id)) {
+      rescued++;
+      deps.log.warn({ workflowId: row.workflow_id, stepId: row.id }, 'step lease expired; rescued');
+    }
+    deps.onResult(r);
+  }
+  return rescued;
+}
+
 export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> {
   const report: SweepReport = { leader: false, orphaned: 0, lost: 0, gatesExpired: 0, overdue: 0 };
   if (!(await deps.isLeader())) return report;
@@ -98,12 +132,10 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   if (forgotten.length > 0) deps.log.info({ executorIds: forgotten }, 'forgot executors that stopped heartbeating');
   await forgetExecutorIdClaimsOfEndedSessions(pool);
 
-  for (const row of await findExpiredLeases(pool, batch)) {
-    const outcome: Outcome = {
-      status: 'failed',
-      error: { code: 'lost', message: 'the executor running this step stopped answering before its lease ran out', retryable: true },
-    };
-    const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'lease-expired', outcome });
+  // A live executor answers for its own steps (recovery.ts, rescueOwnStepsPastLease): it keeps
+  // those whose outcome it holds, however long a lock makes it wait, and rescues the others.
+  for (const row of await findExpiredLeasesOfGoneExecutors(pool, batch)) {
+    const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'lease-expired', outcome: LEASE_RAN_OUT });
     if (r.recorded.has(row.id)) {
       report.lost++;
       deps.log.warn({ workflowId: row.workflow_id, stepId: row.id }, 'step lease expired; rescued');

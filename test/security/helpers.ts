@@ -327,3 +327,44 @@ export async function failedStepError(t: TestSchema, workflowId: string): Promis
   const step = await waitFor(async () => (await getSteps(t, workflowId)).find((s) => s.status === 'failed'), `a failed step of workflow ${workflowId}`);
   return step.error as unknown as { code: string; message: string } & Record<string, unknown>;
 }
+
+/** The row lock modes a client role may take with SELECT … FOR <mode>. */
+export type RowLockMode = 'UPDATE' | 'NO KEY UPDATE' | 'SHARE' | 'KEY SHARE';
+
+const ROW_LOCK_MODES: Record<RowLockMode, string> = { UPDATE: 'FOR UPDATE', 'NO KEY UPDATE': 'FOR NO KEY UPDATE', SHARE: 'FOR SHARE', 'KEY SHARE': 'FOR KEY SHARE' };
+
+/**
+ * A client session holding row `id` of `table` in an open transaction until `release()` (a
+ * rollback, or `commit`): with a row lock (`mode`, FOR UPDATE by default), or with any statement
+ * of its own (`hold`, e.g. a cancel left uncommitted). `pid` is the session's backend.
+ */
+export async function holdRow(
+  pool: pg.Pool,
+  t: TestSchema,
+  id: string,
+  opts: { table?: 'workflows' | 'workflow_steps'; mode?: RowLockMode; hold?: (conn: pg.PoolClient) => Promise<unknown> } = {},
+): Promise<{ pid: number; release: (how?: 'ROLLBACK' | 'COMMIT') => Promise<void> }> {
+  const conn = await pool.connect();
+  let released = false;
+  const release = async (how: 'ROLLBACK' | 'COMMIT' = 'ROLLBACK') => {
+    if (released) return;
+    released = true;
+    try {
+      await conn.query(how);
+    } finally {
+      conn.release(true);
+    }
+  };
+  onCleanup(() => release().catch(() => {}));
+  try {
+    await conn.query('BEGIN');
+    if (opts.hold) await opts.hold(conn);
+    else await conn.query(`SELECT 1 FROM ${t.schema}.${opts.table ?? 'workflows'} WHERE id = $1 ${ROW_LOCK_MODES[opts.mode ?? 'UPDATE']}`, [id]);
+    const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    return { pid: rows[0]!.pid, release };
+  } catch (err) {
+    // Refused (no privilege): nothing is held.
+    await release().catch(() => {});
+    throw err;
+  }
+}

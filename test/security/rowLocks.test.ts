@@ -6,35 +6,12 @@
  * workflow at a time waits for a row at most a short while and then serves the others first, and
  * the watchdog leaves a held row for its next sweep.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { holdTools } from '../helpers/holdTools.js';
-import { insertWorkflow, onCleanup, securityEnv, waitFor, waitForWorkflow, type TestSchema } from './helpers.js';
+import { holdRow, insertWorkflow, securityEnv, waitFor, waitForWorkflow, type TestSchema } from './helpers.js';
 
 
 const HELD = (v: string) => ({ start: 'x', steps: { x: { tool: 'hold.wait', args: { v }, done: true, output: '{{result}}' } } });
-
-/** A client session holding the lock of row `id` of `table` until `release()`. */
-async function holdRow(
-  pool: pg.Pool,
-  t: TestSchema,
-  id: string,
-  table: 'workflows' | 'workflow_steps' = 'workflows',
-): Promise<{ pid: number; release: () => Promise<void> }> {
-  const conn = await pool.connect();
-  let released = false;
-  const release = async () => {
-    if (released) return;
-    released = true;
-    await conn.query('ROLLBACK').catch(() => {});
-    conn.release(true);
-  };
-  onCleanup(release);
-  await conn.query('BEGIN');
-  await conn.query(`SELECT 1 FROM ${t.schema}.${table} WHERE id = $1 FOR UPDATE`, [id]);
-  const { rows } = await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-  return { pid: rows[0]!.pid, release };
-}
 
 /** Fails once, retryably; its second attempt is a ready row the claim loop takes when it is due. */
 const RETRIED_LATER = { start: 'x', steps: { x: { tool: 'core.fail', args: { retryable: true, message: 'again' }, retry: { maxAttempts: 2, initial: '1s', jitter: false } } } };
@@ -52,7 +29,7 @@ describe('a client holding ready step rows', () => {
       const row = await secondAttempt(t, a);
       return row?.status === 'ready' ? row : undefined;
     }, "a's second attempt, ready later");
-    const held = await holdRow(env.client.pool, t, attemptA.id, 'workflow_steps');
+    const held = await holdRow(env.client.pool, t, attemptA.id, { table: 'workflow_steps' });
 
     const b = await insertWorkflow(t, RETRIED_LATER);
     const failedB = await waitForWorkflow(t, b);

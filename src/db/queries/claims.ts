@@ -5,6 +5,7 @@
  */
 import type { StepRow } from '../tables.js';
 import type { Queryable } from './common.js';
+import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
 /** Both claims set owner and lease alike ($1 executor id, $3 lease in ms) and return the same rows. */
 const CLAIM_UPDATE = `UPDATE workflow_steps
@@ -230,11 +231,30 @@ export async function findRunningStepsOfExecutor(db: Queryable, executorId: stri
   return rows;
 }
 
-export async function findExpiredLeases(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string }[]> {
+/** The leader's: running steps past their lease whose executor is not alive to answer for them (STEP_EXECUTOR_ALIVE). */
+export async function findExpiredLeasesOfGoneExecutors(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string }[]> {
   const { rows } = await db.query<{ id: string; workflow_id: string }>({
-    name: 'stepd_find_expired_leases',
-    text: `SELECT id, workflow_id FROM workflow_steps WHERE status = 'running' AND lease_until < now() ORDER BY lease_until LIMIT $1`,
+    name: 'stepd_find_expired_leases_of_gone_executors',
+    text: `SELECT s.id, s.workflow_id FROM workflow_steps s
+            WHERE s.status = 'running' AND s.lease_until < now() AND NOT ${STEP_EXECUTOR_ALIVE}
+            ORDER BY s.lease_until LIMIT $1`,
     values: [limit],
+  });
+  return rows;
+}
+
+/**
+ * Each executor's own: its running steps past their lease (it rescues those whose outcome it does
+ * not hold). Not those settling a finished child's outcome (child_id set): the leader hands them
+ * back to ready past their lease (handBackSettlingSubWorkflowSteps), which re-runs nothing.
+ */
+export async function findOwnStepsPastLease(db: Queryable, executorId: string, limit: number): Promise<{ id: string; workflow_id: string }[]> {
+  const { rows } = await db.query<{ id: string; workflow_id: string }>({
+    name: 'stepd_find_own_steps_past_lease',
+    text: `SELECT id, workflow_id FROM workflow_steps
+            WHERE status = 'running' AND executor_id = $1 AND lease_until < now() AND child_id IS NULL
+            ORDER BY lease_until LIMIT $2`,
+    values: [executorId, limit],
   });
   return rows;
 }

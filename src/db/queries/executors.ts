@@ -47,6 +47,20 @@ export async function deregisterExecutor(db: Queryable, id: string): Promise<voi
   await db.query({ name: 'stepd_deregister_executor', text: `DELETE FROM executors WHERE id = $1`, values: [id] });
 }
 
+/**
+ * An SQL condition on a step row aliased `s`: its executor is alive and answering for it — the
+ * executor beat within the dead-after it declared, and the session holding its executor id (its
+ * listener's, in executor_leases) is open. Such an executor rescues its own steps past their
+ * lease, except those whose outcome it holds (recovery.ts, rescueOwnStepsPastLease), so the
+ * leader leaves them alone. A killed executor's session closes at once: its steps are the
+ * leader's again as soon as their lease runs out, as before. A constant (no value is built in).
+ */
+export const STEP_EXECUTOR_ALIVE = `EXISTS (
+             SELECT 1 FROM executors e JOIN executor_leases l ON l.name = 'executor:' || e.id
+              WHERE e.id = s.executor_id
+                AND e.last_beat_at >= now() - e.dead_after_ms * interval '1 millisecond'
+                AND stepd_executor_session_alive(l.session_pid, l.session_app))`;
+
 export interface DeadExecutorStep {
   id: string;
   workflow_id: string;
