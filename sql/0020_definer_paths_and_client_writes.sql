@@ -12,7 +12,8 @@
 --                   guard functions declare variables, whose types PL/pgSQL resolves once per
 --                   session (under whatever search_path was current then): a client that fired
 --                   a guard first with its pg_temp.text in front would have a domain of its own
---                   in the owner's later run. Both guards now pin the same search_path.
+--                   in the owner's later run. Both guards now pin the same search_path
+--                   (and so does the truncate guard, whose hint now names delete_workflows).
 --   no table lock   clients lose the table-level DELETE grants on workflows and schedules (see
 --                   src/db/roles.ts): PostgreSQL lets a table-level UPDATE, DELETE or TRUNCATE
 --                   privilege take any LOCK TABLE mode, and a client held ACCESS EXCLUSIVE on
@@ -291,6 +292,15 @@ BEGIN
   NEW.readied_by := coalesce(NEW.readied_by, session_user);
   NEW.readied_role := session_user;
   RETURN NEW;
+END;
+$$;
+
+-- The truncate guard's hint names the way to delete now.
+CREATE OR REPLACE FUNCTION stepd_guard_truncate() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RAISE EXCEPTION 'stepd: % cannot be truncated from outside the executor; delete finished workflows instead', TG_TABLE_NAME
+    USING ERRCODE = 'check_violation', HINT = 'SELECT delete_workflows(array(SELECT id FROM workflows WHERE status IN (''completed'', ''failed'', ''cancelled'') AND parent_id IS NULL))';
 END;
 $$;
 
