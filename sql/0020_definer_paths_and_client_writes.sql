@@ -8,11 +8,11 @@
 --                   f as the tables' owner when it cancelled a workflow. The three trigger
 --                   functions of parts 6 and 11 are re-created here; nobody calls them directly,
 --                   so PUBLIC loses EXECUTE on them.
---   nested guards   triggers fired by a definer function's writes run as the owner too. The two
+--   nested guards   triggers fired by a definer function's writes run as the owner too. The
 --                   guard functions declare variables, whose types PL/pgSQL resolves once per
 --                   session (under whatever search_path was current then): a client that fired
 --                   a guard first with its pg_temp.text in front would have a domain of its own
---                   in the owner's later run. Both guards now pin the same search_path
+--                   in the owner's later run. The guards now pin the same search_path
 --                   (and so does the truncate guard, whose hint now names delete_workflows).
 --   no table lock   clients lose the table-level DELETE grants on workflows and schedules (see
 --                   src/db/roles.ts): PostgreSQL lets a table-level UPDATE, DELETE or TRUNCATE
@@ -29,8 +29,8 @@
 --   own new rows    a client edits (name, flow, flow_version, input, created_by, key, start_at)
 --                   only its own `new` workflows, and never a sub-workflow's child: rewriting a
 --                   waiting child's flow made another service's parents complete with the
---                   writer's output. Trusted roles keep every right they had. Cancel and redrive
---                   are unchanged.
+--                   writer's output (trigger workflows_guard_edit_owner). Trusted roles keep
+--                   every right they had. Cancel and redrive are unchanged.
 
 -- The cancel cascade of part 6, pinned.
 CREATE OR REPLACE FUNCTION stepd_cancel_steps() RETURNS trigger
@@ -106,119 +106,42 @@ $$;
 
 REVOKE ALL ON FUNCTION stepd_cancel_steps(), stepd_settle_parent_step(), stepd_cancel_child_workflow() FROM PUBLIC;
 
--- The guard for clients' workflow writes, as in part 9 plus: edits of a `new` workflow are its
--- writer's (or a trusted role's), and never a sub-workflow child's. Pinned (see above).
-CREATE OR REPLACE FUNCTION stepd_guard_workflows() RETURNS trigger
+-- Edits of a `new` workflow are its writer's (or a trusted role's), and never a sub-workflow
+-- child's. A trigger of its own beside workflows_guard (which still judges what may change and
+-- stamps the editing role), as part 17 does for redrive.
+CREATE FUNCTION stepd_guard_edit_owner() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   trusted pg_catalog.bool;
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    IF OLD.status NOT IN ('completed', 'failed', 'cancelled') THEN
-      RAISE EXCEPTION 'stepd: workflow % is %; only completed, failed or cancelled workflows can be deleted', OLD.id, OLD.status
-        USING ERRCODE = 'check_violation', HINT = 'Cancel it first: UPDATE workflows SET status = ''cancelled'' WHERE id = ...';
-    END IF;
-    RETURN OLD;
-  END IF;
-
-  IF TG_OP = 'INSERT' THEN
-    -- Timestamps and the writing role are stepd's.
-    NEW.created_at := pg_catalog.now();
-    NEW.updated_at := pg_catalog.now();
-    NEW.created_role := session_user;
-    IF NEW.status <> 'new' THEN
-      RAISE EXCEPTION 'stepd: a new workflow must be inserted with status ''new'' (got %)', NEW.status
-        USING ERRCODE = 'check_violation', HINT = 'Leave status out; the executor sets it.';
-    END IF;
-    IF NEW.output IS NOT NULL OR NEW.error IS NOT NULL OR NEW.started_at IS NOT NULL
-       OR NEW.completed_at IS NOT NULL OR NEW.cancelled_at IS NOT NULL
-       OR NEW.deadline_at IS NOT NULL OR NEW.step_count <> 0
-       OR NEW.parent_id IS NOT NULL OR NEW.parent_step_id IS NOT NULL OR NEW.depth <> 0
-       OR NEW.redrive_requested_at IS NOT NULL OR NEW.redrives <> 0 THEN
-      RAISE EXCEPTION 'stepd: a new workflow may set only name, flow, flow_version, input, created_by, key and start_at'
-        USING ERRCODE = 'check_violation';
-    END IF;
+  EXECUTE pg_catalog.format('SELECT %I.stepd_role_is_trusted($1)', TG_TABLE_SCHEMA) INTO trusted USING session_user::pg_catalog.text;
+  IF coalesce(trusted, false) THEN
     RETURN NEW;
   END IF;
-
-  -- UPDATE
-  NEW.updated_at := pg_catalog.now();
-  IF OLD.status <> 'new' AND NEW.flow IS DISTINCT FROM OLD.flow THEN
-    RAISE EXCEPTION 'stepd: the flow of workflow % is frozen: it was admitted and is %', OLD.id, OLD.status
-      USING ERRCODE = 'check_violation', HINT = 'Start a new workflow with the new flow instead.';
+  -- A child runs what its parent's step named, for the parent: only the executor edits it.
+  IF OLD.parent_id IS NOT NULL THEN
+    RAISE EXCEPTION 'stepd: workflow % is a sub-workflow of workflow %; a sub-workflow is never edited from outside the executor', OLD.id, OLD.parent_id
+      USING ERRCODE = 'insufficient_privilege', HINT = 'Cancel the parent workflow instead, or start a workflow of your own.';
   END IF;
-  IF NEW.id <> OLD.id OR NEW.output IS DISTINCT FROM OLD.output OR NEW.error IS DISTINCT FROM OLD.error
-     OR NEW.started_at IS DISTINCT FROM OLD.started_at OR NEW.completed_at IS DISTINCT FROM OLD.completed_at
-     OR NEW.created_at IS DISTINCT FROM OLD.created_at OR NEW.deadline_at IS DISTINCT FROM OLD.deadline_at
-     OR NEW.step_count IS DISTINCT FROM OLD.step_count OR NEW.created_role IS DISTINCT FROM OLD.created_role
-     OR NEW.parent_id IS DISTINCT FROM OLD.parent_id OR NEW.parent_step_id IS DISTINCT FROM OLD.parent_step_id
-     OR NEW.depth IS DISTINCT FROM OLD.depth OR NEW.redrive_requested_at IS DISTINCT FROM OLD.redrive_requested_at
-     OR NEW.redrives IS DISTINCT FROM OLD.redrives THEN
-    RAISE EXCEPTION 'stepd: workflow % may not be changed that way; outside the executor only status may be set (to ''cancelled'', or from ''failed'' to ''running'' to redrive)', OLD.id
-      USING ERRCODE = 'check_violation';
-  END IF;
-
-  IF NEW.status IS DISTINCT FROM OLD.status THEN
-    IF NEW.name IS DISTINCT FROM OLD.name OR NEW.flow IS DISTINCT FROM OLD.flow OR NEW.input IS DISTINCT FROM OLD.input
-       OR NEW.created_by IS DISTINCT FROM OLD.created_by OR NEW.key IS DISTINCT FROM OLD.key
-       OR NEW.flow_version IS DISTINCT FROM OLD.flow_version OR NEW.start_at IS DISTINCT FROM OLD.start_at THEN
-      RAISE EXCEPTION 'stepd: changing the status of workflow % must not change its other columns', OLD.id
-        USING ERRCODE = 'check_violation';
-    END IF;
-    -- Redrive: a failed workflow goes on from its failed steps (the executor does the rest).
-    IF NEW.status = 'running' THEN
-      IF OLD.status <> 'failed' THEN
-        RAISE EXCEPTION 'stepd: workflow % is %; only a failed workflow can be redriven', OLD.id, OLD.status
-          USING ERRCODE = 'check_violation';
-      END IF;
-      IF OLD.flow IS NULL THEN
-        RAISE EXCEPTION 'stepd: workflow % failed before it was admitted (%); start a new one instead', OLD.id, OLD.error->>'code'
-          USING ERRCODE = 'check_violation';
-      END IF;
-      NEW.redrive_requested_at := pg_catalog.now();
-      RETURN NEW;
-    END IF;
-    IF NEW.status <> 'cancelled' THEN
-      RAISE EXCEPTION 'stepd: workflow % can only be set to ''cancelled'' (or redriven from ''failed'' to ''running'') from outside the executor (got %)', OLD.id, NEW.status
-        USING ERRCODE = 'check_violation';
-    END IF;
-    IF OLD.status NOT IN ('new', 'running') THEN
-      RAISE EXCEPTION 'stepd: workflow % is already %; only new or running workflows can be cancelled', OLD.id, OLD.status
-        USING ERRCODE = 'check_violation';
-    END IF;
-    NEW.cancelled_at := pg_catalog.now();
-    RETURN NEW;
-  END IF;
-
-  IF NEW.cancelled_at IS DISTINCT FROM OLD.cancelled_at THEN
-    RAISE EXCEPTION 'stepd: cancelled_at is set by stepd; cancel with SET status = ''cancelled''' USING ERRCODE = 'check_violation';
-  END IF;
-  IF NEW.name IS DISTINCT FROM OLD.name OR NEW.input IS DISTINCT FROM OLD.input
-     OR NEW.created_by IS DISTINCT FROM OLD.created_by OR NEW.key IS DISTINCT FROM OLD.key
-     OR NEW.flow IS DISTINCT FROM OLD.flow OR NEW.flow_version IS DISTINCT FROM OLD.flow_version
-     OR NEW.start_at IS DISTINCT FROM OLD.start_at THEN
-    IF OLD.status <> 'new' THEN
-      RAISE EXCEPTION 'stepd: workflow % is %; only a workflow that is still ''new'' can be edited', OLD.id, OLD.status
-        USING ERRCODE = 'check_violation';
-    END IF;
-    EXECUTE pg_catalog.format('SELECT %I.stepd_role_is_trusted($1)', TG_TABLE_SCHEMA) INTO trusted USING session_user::pg_catalog.text;
-    IF NOT coalesce(trusted, false) THEN
-      -- A child runs what its parent's step named, for the parent: only the executor edits it.
-      IF OLD.parent_id IS NOT NULL THEN
-        RAISE EXCEPTION 'stepd: workflow % is a sub-workflow of workflow %; a sub-workflow is never edited from outside the executor', OLD.id, OLD.parent_id
-          USING ERRCODE = 'insufficient_privilege', HINT = 'Cancel the parent workflow instead, or start a workflow of your own.';
-      END IF;
-      IF NOT coalesce(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(OLD.created_role))::pg_catalog.oid, 'MEMBER'), false) THEN
-        RAISE EXCEPTION 'stepd: workflow % was written by role %; role % may edit only its own new workflows', OLD.id, coalesce(OLD.created_role, '(the executor)'), session_user
-          USING ERRCODE = 'insufficient_privilege', HINT = 'Start a workflow of your own instead.';
-      END IF;
-    END IF;
-    -- Whoever edits a new workflow answers for it at admission.
-    NEW.created_role := session_user;
+  IF NOT coalesce(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(OLD.created_role))::pg_catalog.oid, 'MEMBER'), false) THEN
+    RAISE EXCEPTION 'stepd: workflow % was written by role %; role % may edit only its own new workflows', OLD.id, coalesce(OLD.created_role, '(the executor)'), session_user
+      USING ERRCODE = 'insufficient_privilege', HINT = 'Start a workflow of your own instead.';
   END IF;
   RETURN NEW;
 END;
 $$;
+
+CREATE TRIGGER workflows_guard_edit_owner
+  BEFORE UPDATE OF name, flow, flow_version, input, created_by, key, start_at ON workflows
+  FOR EACH ROW WHEN (OLD.status = 'new' AND NOT stepd_is_executor()
+                     AND (NEW.name IS DISTINCT FROM OLD.name OR NEW.flow IS DISTINCT FROM OLD.flow
+                          OR NEW.flow_version IS DISTINCT FROM OLD.flow_version OR NEW.input IS DISTINCT FROM OLD.input
+                          OR NEW.created_by IS DISTINCT FROM OLD.created_by OR NEW.key IS DISTINCT FROM OLD.key
+                          OR NEW.start_at IS DISTINCT FROM OLD.start_at))
+  EXECUTE FUNCTION stepd_guard_edit_owner();
+
+-- The workflows guard (part 9), pinned like the others that fire under definer writes.
+ALTER FUNCTION stepd_guard_workflows() SET search_path = pg_catalog, pg_temp;
 
 -- The guard for clients' step writes (part 11) declares a text variable: pinned (see above).
 ALTER FUNCTION stepd_guard_steps() SET search_path = pg_catalog, pg_temp;

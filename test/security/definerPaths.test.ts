@@ -165,6 +165,13 @@ async function assertNothingRanAsOwner(env: SecurityEnv, run: Run): Promise<void
   await assertServing(env.t);
 }
 
+/** Whether a function's proconfig sets search_path with pg_catalog first and pg_temp last. */
+function pinned(config: string[] | null): boolean {
+  const setting = (config ?? []).find((c) => c.startsWith('search_path='));
+  const path = setting ? setting.slice('search_path='.length).split(',').map((s) => s.trim().replace(/^"|"$/g, '')) : [];
+  return path[0] === 'pg_catalog' && path[path.length - 1] === 'pg_temp';
+}
+
 describe('SECURITY DEFINER functions', () => {
   it('every definer function of the schema (and of pg-boss beside it) pins search_path = pg_catalog, …, pg_temp; the trigger ones cannot be called by anyone else', async () => {
     const t = await createSecuredSchema();
@@ -180,11 +187,7 @@ describe('SECURITY DEFINER functions', () => {
     );
     const names = fns.map((f) => f.fn.replace(`${t.schema}.`, ''));
     expect(names).toEqual(expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'delete_workflows(bigint[])', 'remove_schedule(text)']));
-    const unpinned = fns.filter((f) => {
-      const setting = (f.config ?? []).find((c) => c.startsWith('search_path='));
-      const path = setting ? setting.slice('search_path='.length).split(',').map((s) => s.trim().replace(/^"|"$/g, '')) : [];
-      return path[0] !== 'pg_catalog' || path[path.length - 1] !== 'pg_temp';
-    });
+    const unpinned = fns.filter((f) => !pinned(f.config));
     expect(unpinned.map((f) => `${f.fn} ${JSON.stringify(f.config)}`), 'definer functions without search_path = pg_catalog, …, pg_temp').toEqual([]);
     // A role with no grants may call none of them (PUBLIC has no EXECUTE); the contract's two are granted to the client role.
     expect(fns.filter((f) => f.public_execute).map((f) => f.fn)).toEqual([]);
@@ -197,6 +200,19 @@ describe('SECURITY DEFINER functions', () => {
     const triggers = await t.q(`SELECT bool_or(has_function_privilege($2, p.oid, 'EXECUTE')) AS any FROM pg_proc p
        WHERE p.prosecdef AND p.pronamespace = $1::regnamespace AND p.prorettype = 'trigger'::regtype`, [t.schema, client]);
     expect(triggers).toEqual([{ any: false }]);
+
+    // Triggers on the tables the definer functions write fire as the owner under those writes; a
+    // PL/pgSQL one that declares variables resolves their types once per session, possibly under
+    // the client's search_path (pg_temp first): each such function pins its own path.
+    const nested = await t.q<{ fn: string; config: string[] | null }>(
+      `SELECT DISTINCT p.oid::regprocedure::text AS fn, p.proconfig AS config
+         FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid JOIN pg_language l ON l.oid = p.prolang
+        WHERE g.tgrelid = ANY(ARRAY[$1::regclass, $2::regclass]) AND NOT g.tgisinternal
+          AND l.lanname = 'plpgsql' AND p.prosrc ~* '^\\s*declare'`,
+      [`${t.schema}.workflows`, `${t.schema}.workflow_steps`],
+    );
+    expect(nested.length).toBeGreaterThan(0);
+    expect(nested.filter((f) => !pinned(f.config)).map((f) => f.fn), 'trigger functions with variables, fired under definer writes, without a pinned search_path').toEqual([]);
   });
 
   it('the sample: a pg_temp.text domain whose check calls the client\'s function never runs as the owner on any definer path', async () => {
