@@ -2,8 +2,12 @@
  * The two roles of a schema's trust boundary and what each may do (DESIGN.md §7):
  *   <schema>_executor — everything the executor needs on stepd's tables;
  *   <schema>_client   — exactly the SQL contract: insert workflows, read both tables, the guarded
- *                       updates (cancel, redrive, edit a new workflow, ready a pending step),
- *                       delete finished workflows, read the flow registry and add versions. The guard triggers decide which rows and values.
+ *                       updates (cancel, redrive, edit its own new workflow, ready a pending step),
+ *                       delete its finished workflows and remove its schedules through two
+ *                       SECURITY DEFINER functions (sql/0020), read the flow registry and add
+ *                       versions. The guard triggers decide which rows and values.
+ * Clients hold no table-level UPDATE, DELETE or TRUNCATE privilege: PostgreSQL lets any of those
+ * take every LOCK TABLE mode, so one client could hold ACCESS EXCLUSIVE and stall everyone.
  * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
  * `<schema>_executor`. The statements here are idempotent; they name only validated identifiers.
  */
@@ -49,12 +53,16 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     // The flow registry: clients read it and add versions (numbered and stamped by a trigger).
     `GRANT SELECT ON ${t('flows')} TO ${ident(r.client)}`,
     `GRANT INSERT (name, flow, created_by) ON ${t('flows')} TO ${ident(r.client)}`,
-    `GRANT DELETE ON ${t('workflows')} TO ${ident(r.client)}`,
+    // Deployments migrated before sql/0020 granted these (LOCK TABLE in any mode): taken back.
+    `REVOKE DELETE ON ${t('workflows')} FROM ${ident(r.client)}`,
+    `GRANT EXECUTE ON FUNCTION ${s}.delete_workflows(pg_catalog.int8[]) TO ${ident(r.executor)}, ${ident(r.client)}`,
     // Schedules (sql/0014): clients add, change and remove them; the role that wrote one is stamped.
     ...(tables.includes('schedules')
       ? [
-          `GRANT SELECT, DELETE ON ${t('schedules')} TO ${ident(r.client)}`,
+          `REVOKE DELETE ON ${t('schedules')} FROM ${ident(r.client)}`,
+          `GRANT SELECT ON ${t('schedules')} TO ${ident(r.client)}`,
           `GRANT INSERT (name, cron, tz, flow, input, created_by), UPDATE (cron, tz, flow, input, created_by) ON ${t('schedules')} TO ${ident(r.client)}`,
+          `GRANT EXECUTE ON FUNCTION ${s}.remove_schedule(pg_catalog.text) TO ${ident(r.executor)}, ${ident(r.client)}`,
         ]
       : []),
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,

@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import { PgBoss } from 'pg-boss';
 import { loadFlowVersion } from '../db/queries/flows.js';
-import { deleteSchedule, upsertSchedule, type NewSchedule, type ScheduleRow } from '../db/queries/schedules.js';
+import { deleteOwnSchedule, upsertSchedule, type NewSchedule, type ScheduleRow } from '../db/queries/schedules.js';
 
 export type ScheduleErrorCode = 'invalid_schedule' | 'unknown_flow' | 'not_found';
 
@@ -78,7 +78,7 @@ export async function addSchedule(client: pg.ClientBase, _schema: string, s: New
 
 /** Removes the schedule (the daemon unschedules it in pg-boss); ticks already started keep running. */
 export async function removeSchedule(client: pg.ClientBase, _schema: string, name: string): Promise<ScheduleRow> {
-  const row = await deleteSchedule(client, name);
+  const row = await deleteOwnSchedule(client, name);
   if (!row) throw new ScheduleError('not_found', `there is no schedule named ${JSON.stringify(name)} (stepd schedule list)`);
   return row;
 }

@@ -96,7 +96,7 @@ describe('the honest contract as the client role', () => {
     expect(await env.client.q(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE workflow_id = $1`, [fresh])).toEqual([{ n: 0 }]);
   });
 
-  it('deletes finished workflows (completed, failed, cancelled) together with their steps', async () => {
+  it('deletes finished workflows (completed, failed, cancelled) together with their steps, through delete_workflows', async () => {
     const env = await securityEnv();
     const completed = await clientInsert(env.client, ECHO_FLOW, { input: { topic: 'x' } });
     const failed = await clientInsert(env.client, { start: 'f', steps: { f: { tool: 'core.fail', args: { message: 'no' } } } });
@@ -105,8 +105,8 @@ describe('the honest contract as the client role', () => {
     await env.client.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [cancelled]);
     const ids = [completed, failed, cancelled];
     for (const id of ids) await waitForWorkflow(env.t, id);
-    const deleted = await env.client.q(`DELETE FROM stepd.workflows WHERE id = ANY($1::bigint[]) RETURNING status`, [ids]);
-    expect(deleted.map((r) => r.status).sort()).toEqual(['cancelled', 'completed', 'failed']);
+    const deleted = await env.client.q(`SELECT id FROM stepd.delete_workflows($1::bigint[]) AS id`, [ids]);
+    expect(deleted.map((r) => r.id).sort()).toEqual([...ids].sort());
     expect(await env.t.q(`SELECT id FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[])`, [ids])).toEqual([]);
     await env.bystander.assertUndisturbedAndServed();
   });

@@ -168,18 +168,19 @@ describe('created_by is checked at admission against the clients config', () => 
     await env.bystander.assertUndisturbedAndServed();
   });
 
-  it("editing a trusted service's queued workflow makes the editor its author, so it cannot borrow that service's trust", async () => {
+  it("a client cannot edit a trusted service's queued workflow (sql/0020), so it cannot borrow that service's trust", async () => {
     const t = await createSecuredSchema();
     const client = await createClientRole(t);
-    // Queued by a trusted service before any executor runs: still 'new', so clients may edit it.
+    // Queued by a trusted service before any executor runs: still 'new', but not the client's to edit.
     const id = await insertWorkflow(t, WHOAMI_FLOW, {}, { user: 'report-bot' });
     await refused(client.q(`UPDATE stepd.workflows SET created_role = $2 WHERE id = $1`, [id, 'postgres']), /permission denied/);
-    await client.q(`UPDATE stepd.workflows SET created_by = 'admin' WHERE id = $1`, [id]);
+    const err = await refused(client.q(`UPDATE stepd.workflows SET created_by = 'admin' WHERE id = $1`, [id]), /was written by role postgres; role \S+ may edit only its own new workflows/);
+    expect(err.code).toBe('42501');
     const probe = new ProbeTools();
     await startConfiguredExecutor(t, { permissions: PERMS, clients: {} }, { providers: [probe] });
     const wf = await waitForWorkflow(t, id);
-    expect(wf.status).toBe('failed');
-    expect(wf.error).toMatchObject({ code: 'permission_denied', message: expect.stringContaining(client.role) });
-    expect(probe.calls).toEqual([]);
+    expect(wf.status).toBe('completed');
+    expect(wf.created_role).toBe('postgres');
+    expect(probe.calls.map((c) => c.user)).toEqual(['report-bot']);
   });
 });

@@ -83,7 +83,7 @@ describe("pg-boss's schema as a client sees it", () => {
     const first = await start('2026-01-01T00:00:00.000Z');
     expect(first).toBeTruthy();
     expect((await waitForWorkflow(env.t, first!)).output).toEqual({ user: victim.role });
-    await victim.q(`DELETE FROM stepd.workflows WHERE id = $1`, [first]);
+    expect(await victim.q(`SELECT * FROM stepd.delete_workflows(ARRAY[$1::bigint])`, [first])).toHaveLength(1);
     expect(await start('2026-01-01T00:00:00.000Z')).toBeUndefined();
     expect(await start('2025-01-01T00:00:00.000Z')).toBeUndefined();
     expect(await start('2027-01-01T00:00:00.000Z')).toBeTruthy();

@@ -15,7 +15,7 @@ async function addSchedule(role: ClientRole, name: string, flow: string): Promis
 }
 
 describe('a schedule belongs to the role that added it', () => {
-  it('another client role can neither change nor remove it, by plain UPDATE, DELETE or an upsert', async () => {
+  it('another client role can neither change nor remove it, by plain UPDATE, remove_schedule, DELETE or an upsert', async () => {
     const env = await securityEnv();
     const alice = await createClientRole(env.t, { name: `alice_${randomBytes(4).toString('hex')}` });
     await alice.q(`INSERT INTO stepd.flows (name, flow) VALUES ('report', $1)`, [JSON.stringify(ECHO)]);
@@ -26,7 +26,8 @@ describe('a schedule belongs to the role that added it', () => {
     const err = await refused(c.q(`UPDATE stepd.schedules SET flow = 'mine', created_by = $1 WHERE name = 'nightly'`, [c.role]), /schedule nightly belongs to role/);
     expect(err.code).toBe('42501');
     await refused(c.q(`UPDATE stepd.schedules SET cron = '* * * * *' WHERE name = 'nightly'`), /belongs to role/);
-    await refused(c.q(`DELETE FROM stepd.schedules WHERE name = 'nightly'`), /may not remove it/);
+    await refused(c.q(`SELECT * FROM stepd.remove_schedule('nightly')`), /may not remove it/);
+    await refused(c.q(`DELETE FROM stepd.schedules WHERE name = 'nightly'`), /permission denied/);
     await refused(
       c.q(`INSERT INTO stepd.schedules (name, cron, flow) VALUES ('nightly', '* * * * *', 'mine')
            ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, flow = EXCLUDED.flow`),
@@ -43,7 +44,7 @@ describe('a schedule belongs to the role that added it', () => {
     await env.t.q(`UPDATE stepd.schedules SET cron = '0 11 * * *' WHERE name = 'nightly'`);
     const [row] = await env.t.q(`SELECT cron, created_role, owner_role FROM stepd.schedules WHERE name = 'nightly'`);
     expect(row).toEqual({ cron: '0 11 * * *', created_role: 'postgres', owner_role: alice.role });
-    await alice.q(`DELETE FROM stepd.schedules WHERE name = 'nightly'`);
+    await alice.q(`SELECT * FROM stepd.remove_schedule('nightly')`);
     expect(await env.t.q(`SELECT name FROM stepd.schedules`)).toEqual([]);
     await env.bystander.assertUndisturbedAndServed();
   });

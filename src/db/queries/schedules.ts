@@ -64,9 +64,13 @@ export async function listSchedules(db: Queryable): Promise<ScheduleRow[]> {
   return rows;
 }
 
-/** Removes the schedule; `undefined` when there was none of that name. */
-export async function deleteSchedule(db: Queryable, name: string): Promise<ScheduleRow | undefined> {
-  const { rows } = await db.query<ScheduleRow>({ text: `DELETE FROM schedules WHERE name = $1 RETURNING ${COLUMNS}`, values: [name] });
+/**
+ * Removes the schedule through remove_schedule (sql/0020: clients hold no DELETE on the table),
+ * which refuses another role's schedule (SQLSTATE 42501) unless the caller is trusted;
+ * `undefined` when there was none of that name.
+ */
+export async function deleteOwnSchedule(db: Queryable, name: string): Promise<ScheduleRow | undefined> {
+  const { rows } = await db.query<ScheduleRow>({ name: 'stepd_remove_schedule', text: `SELECT ${COLUMNS} FROM remove_schedule($1)`, values: [name] });
   return rows[0];
 }
 
