@@ -4,8 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { TEST_DATABASE_URL } from '../helpers/db.js';
-import { onCleanup, type TestSchema } from './helpers.js';
+import { createLoginRole, onCleanup, type TestSchema } from './helpers.js';
 
 export interface Forger {
   role: string;
@@ -18,19 +17,10 @@ export interface Forger {
 
 /** A LOGIN role (trust auth) granted nothing, dropped after the test. */
 export async function createUngrantedRole(t: TestSchema): Promise<Forger> {
-  const role = `nogrant_${randomBytes(5).toString('hex')}`;
-  const ident = pg.escapeIdentifier(role);
-  await t.db.query(`CREATE ROLE ${ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  const url = new URL(TEST_DATABASE_URL);
-  url.username = role;
-  url.password = '';
-  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+  const { role, url } = await createLoginRole(t, null, `nogrant_${randomBytes(5).toString('hex')}`);
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
   pool.on('error', () => {});
-  onCleanup(async () => {
-    await pool.end().catch(() => {});
-    await t.db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [role]).catch(() => {});
-    await t.db.query(`DROP ROLE IF EXISTS ${ident}`).catch(() => {});
-  });
+  onCleanup(() => pool.end().catch(() => {}));
   return forgerOn(role, pool);
 }
 
