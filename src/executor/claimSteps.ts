@@ -31,6 +31,7 @@ import {
   extendLeasesIfRunning,
   lockClaimCandidates,
   lockClaimCandidatesFairly,
+  lockClaimCandidatesFairlyAcrossRoles,
   lockClaimLimits,
   lockWorkflows,
   notifyEvents,
@@ -143,8 +144,8 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       moreReady = rows.length >= free;
     } else {
       ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
-      // A full claim: steps wait, maybe another role's; the next unlimited claim is fair across roles.
-      if (!limited && rows.length >= free) deps.fairness.rolesNext = true;
+      // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
+      if (rows.length >= free) deps.fairness.rolesNext = true;
     }
   } catch (err) {
     if (!isRowSpecificPgError(err)) throw err;
@@ -182,6 +183,14 @@ function rolesDue(fair: FairClaimState): boolean {
   return fair.rolesNext && Date.now() >= fair.rolesNotBefore;
 }
 
+/** After a role-fair claim: move the cursor on; if it saw one role's steps only, wait before the next. */
+function movedOnAcrossRoles(fair: FairClaimState, from: string, nextRole: string | null, roles: number): void {
+  fair.rolesNext = false;
+  fair.roleCursor = nextRole ?? '';
+  // One role's steps only, from the first role on, and no role beyond: nobody else waits now.
+  if (roles < 2 && nextRole === null && from === '') fair.rolesNotBefore = Date.now() + ROLE_RECHECK_MS;
+}
+
 /**
  * The unlimited path: the hot statement; after a full claim, a role-fair one (lanes.ts); after
  * a batch one workflow dominated, the workflow-fair one. What a fair claim leaves of the batch
@@ -191,12 +200,9 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
   const fair = deps.fairness;
   const base = claimBy(deps, leaseMs);
   if (rolesDue(fair)) {
-    fair.rolesNext = false;
     const from = fair.roleCursor;
     const r = await claimPlannedWithIndexScans(deps, (db) => claimReadyStepsFairlyAcrossRoles(db, { ...base, limit: free, fromRole: from }));
-    fair.roleCursor = r.nextRole ?? '';
-    // One role's steps only, from the first role on, and no role beyond: nobody else waits now.
-    if (r.rolesClaimed < 2 && r.nextRole === null && from === '') fair.rolesNotBefore = Date.now() + ROLE_RECHECK_MS;
+    movedOnAcrossRoles(fair, from, r.nextRole, r.rolesClaimed);
     return fillWithOldest(deps, base, free, r.rows, r.nextRole !== null);
   }
   if (!fair.next) {
@@ -272,9 +278,11 @@ async function claimWithinLimits(
       for (const r of await countRunningToolSteps(client)) tally.add(r.tool, r.created_by, r.n);
       const saturated = tally.saturated();
       const skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
+      // A role-fair pick is not filled up to the batch: the rest waits for the next claim.
+      const roleFair = !isolate && rolesDue(deps.fairness);
       const candidates = await lockCandidates(client, deps.fairness, free, skip, isolate);
       // Steps held back by a limit wait for a slot of their tool or user to free up.
-      moreReady = candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
+      moreReady = roleFair || candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
       chosen = candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null);
       if (chosen.length < candidates.length) moreReady = true;
     } else {
@@ -303,8 +311,9 @@ async function claimWithinLimits(
 }
 
 /**
- * The candidates of a limited claim: the oldest ready steps, or after a batch one workflow
- * dominated, a fair share of each workflow visited round-robin (as claimFast does).
+ * The candidates of a limited claim: the oldest ready steps; after a full claim, fairly across
+ * roles; after a batch one workflow dominated, a fair share of each workflow visited round-robin
+ * (as claimFast does). A role-fair pick that leaves room is not filled: the next claim follows.
  */
 async function lockCandidates(
   client: Queryable,
@@ -313,6 +322,12 @@ async function lockCandidates(
   skip: { skipToolsLike: string[]; skipUsers: string[] },
   isolate: boolean,
 ): Promise<ClaimCandidate[]> {
+  if (!isolate && rolesDue(fair)) {
+    const from = fair.roleCursor;
+    const r = await lockClaimCandidatesFairlyAcrossRoles(client, { limit: free, fromRole: from, ...skip });
+    movedOnAcrossRoles(fair, from, r.nextRole, r.rolesLocked);
+    return r.candidates;
+  }
   if (!fair.next || isolate) {
     const candidates = await lockClaimCandidates(client, { limit: free, ...skip });
     if (!isolate) fair.next = candidates.length >= free && dominated(candidates);

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createPool, withTransaction } from '../../src/db/connect.js';
-import { admitNewWorkflowsResolvingRegisteredFlows, claimReadyStepsFairlyAcrossRoles } from '../../src/db/queries.js';
+import { admitNewWorkflowsResolvingRegisteredFlows, claimReadyStepsFairlyAcrossRoles, lockClaimCandidatesFairlyAcrossRoles } from '../../src/db/queries.js';
 import { asExecutor, createTestSchema, onCleanup, type TestSchema } from '../helpers/db.js';
 
 const ONE_STEP = JSON.stringify({ start: 'a', steps: { a: { tool: 'core.noop', done: true } } });
@@ -82,5 +82,18 @@ describe('fair lanes', () => {
     const both = await withTransaction(pool, (c) => claimReadyStepsFairlyAcrossRoles(c, { ...by, limit: 2, fromRole: '' }));
     expect((await Promise.all(both.rows.map((r) => roleOf(r.workflow_id)))).sort()).toEqual(['role_a', 'role_b']);
     expect(both.rolesClaimed).toBe(2);
+  });
+
+  it("locks a limited claim's candidates across roles, leaving out saturated users and tools", async () => {
+    const t = await createTestSchema();
+    await readyWorkflows(t, 'role_a', 500, 'busy');
+    await readyWorkflows(t, 'role_a', 1, 'idle');
+    await readyWorkflows(t, 'role_b', 1);
+    const pool = executorPool(t);
+    const users = async (skipUsers: string[], skipToolsLike: string[] = []) =>
+      withTransaction(pool, async (c) => (await lockClaimCandidatesFairlyAcrossRoles(c, { limit: 4, fromRole: '', skipToolsLike, skipUsers })).candidates.map((x) => x.created_by).sort());
+    expect(await users([])).toEqual(['busy', 'idle', 'u']);
+    expect(await users(['busy'])).toEqual(['idle', 'u']);
+    expect(await users([], ['core.%'])).toEqual([]);
   });
 });

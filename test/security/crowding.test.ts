@@ -8,6 +8,7 @@
  * step would wait for hundreds of A's (several seconds); fairly, for a claim or two.
  */
 import { describe, expect, it } from 'vitest';
+import type { StepdFileConfig } from '../../src/configFile.js';
 import type { ToolContext, ToolInfo, ToolProvider } from '../../src/tools/tool.js';
 import { createClientRole, securityEnv, waitFor, waitForWorkflow, type ClientRole, type SecurityEnv } from './helpers.js';
 
@@ -49,8 +50,8 @@ const TREE = {
   },
 };
 
-async function crowdedEnv(): Promise<{ env: SecurityEnv; a: ClientRole; b: ClientRole }> {
-  const env = await securityEnv({ providers: [new LoadTools()], options: { concurrency: SLOTS } });
+async function crowdedEnv(config: StepdFileConfig = {}): Promise<{ env: SecurityEnv; a: ClientRole; b: ClientRole }> {
+  const env = await securityEnv({ config, providers: [new LoadTools()], options: { concurrency: SLOTS } });
   const b = await createClientRole(env.t);
   return { env, a: env.client, b };
 }
@@ -98,8 +99,11 @@ describe('one role cannot crowd out another', () => {
     await assertBServedWhileAttacked(env, b, async () => (await liveWorkOf(env, a.role)) > 0);
   });
 
-  it("a burst of 5,000 one-step workflows delays another role's one-step workflow by less than a second", async () => {
-    const { env, a, b } = await crowdedEnv();
+  it.each<[string, StepdFileConfig]>([
+    ['', {}],
+    [', claims under limits', { limits: { defaultUser: 1_000 } }],
+  ])("a burst of 5,000 one-step workflows delays another role's one-step workflow by less than a second%s", async (_label, config) => {
+    const { env, a, b } = await crowdedEnv(config);
     await a.q(`INSERT INTO stepd.workflows (name, flow) SELECT 'burst', $1::jsonb FROM generate_series(1, 5000)`, [
       JSON.stringify({ start: 'one', steps: { one: { tool: 'load.work', args: {}, done: true } } }),
     ]);

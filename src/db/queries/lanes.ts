@@ -8,7 +8,7 @@
  * lane costs: O(roles + users visited + batch) index probes, never O(backlog).
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
-import { CLAIM_UPDATE, claimedWithEvents, type ClaimBy, type ClaimedStep } from './claims.js';
+import { CLAIM_UPDATE, claimedWithEvents, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
 import type { Queryable } from './common.js';
 
 /** A lane's key: NULL roles and users (rows written with the executor's marker) are one lane each. */
@@ -75,6 +75,41 @@ export const FAIR_NEW_WORKFLOWS = `${lanesOf('new', { limit: '$1', fromRole: `''
 const LANE_VISIT_MIN = 16;
 const LANE_VISIT_MAX = 64;
 
+/**
+ * The CTEs up to `cut(id, r)` of a role-fair pick of ready steps (see
+ * claimReadyStepsFairlyAcrossRoles); with `skip`, the steps of saturated tools (`LIKE` patterns)
+ * and the lanes of saturated users are left out, as a limited claim's are.
+ */
+function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: string; users: string } }): string {
+  const toolOk = p.skip ? `AND (cardinality(${p.skip.toolsLike}::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY(${p.skip.toolsLike}::text[])))` : '';
+  const userOk = p.skip ? `WHERE (cardinality(${p.skip.users}::text[]) = 0 OR l.u = '' OR l.u <> ALL(${p.skip.users}::text[]))` : '';
+  return `${lanesOf('running', { limit: p.limit, fromRole: p.fromRole, maxRoles: p.limit })},
+           lane_workflows AS (
+             SELECT l.r, l.n, l.share, w.id, count(*) OVER (PARTITION BY l.r, l.u) AS m
+               FROM lanes l CROSS JOIN LATERAL (
+                 SELECT lw.id FROM (
+                          SELECT id FROM workflows WHERE status = 'running' AND ${ROLE} = l.r AND ${USER} = l.u
+                           ORDER BY id DESC LIMIT least(${LANE_VISIT_MAX}, greatest(${LANE_VISIT_MIN}, 4 * l.share))) lw
+                  -- One probe of the ready index per workflow (a LATERAL with LIMIT: never a scan of every ready row).
+                  CROSS JOIN LATERAL (
+                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() ${toolOk}
+                     ORDER BY s.workflow_id, s.ready_at LIMIT 1) ready
+                  LIMIT l.share) w
+              ${userOk}),
+           candidates AS (
+             SELECT c.id, lw.r, lw.n, row_number() OVER (PARTITION BY lw.r ORDER BY c.k, c.ready_at, c.id) AS turn
+               FROM lane_workflows lw CROSS JOIN LATERAL (
+                 SELECT s.id, s.ready_at, row_number() OVER (ORDER BY s.ready_at, s.id) AS k FROM (
+                          SELECT s.id, s.ready_at FROM workflow_steps s
+                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id ${toolOk}
+                           ORDER BY s.workflow_id, s.ready_at, s.id LIMIT ceil(lw.share::numeric / lw.m)::int) s) c),
+           cut AS (SELECT id, r FROM candidates ORDER BY turn, n LIMIT ${p.limit})`;
+}
+
+/** Still ready, found by id: the status test is written so that no partial index of ready rows
+ * can serve it (a plan on stale statistics would read every ready row instead). */
+const STILL_READY = `s.status <> ALL ('{pending,running,done,failed,cancelled}'::text[]) AND s.ready_at <= now()`;
+
 export interface RoleFairClaim {
   rows: ClaimedStep[];
   /** Where the next role-fair claim starts (null: from the first role again). */
@@ -96,32 +131,9 @@ export async function claimReadyStepsFairlyAcrossRoles(
 ): Promise<RoleFairClaim> {
   const { rows } = await db.query<ClaimedStep & { next_role: string | null; roles_claimed: number }>({
     name: 'stepd_claim_ready_steps_fairly_across_roles',
-    text: `WITH RECURSIVE ${lanesOf('running', { limit: '$2', fromRole: '$4', maxRoles: '$2' })},
-           lane_workflows AS (
-             SELECT l.r, l.n, l.share, w.id, count(*) OVER (PARTITION BY l.r, l.u) AS m
-               FROM lanes l CROSS JOIN LATERAL (
-                 SELECT lw.id FROM (
-                          SELECT id FROM workflows WHERE status = 'running' AND ${ROLE} = l.r AND ${USER} = l.u
-                           ORDER BY id DESC LIMIT least(${LANE_VISIT_MAX}, greatest(${LANE_VISIT_MIN}, 4 * l.share))) lw
-                  -- One probe of the ready index per workflow (a LATERAL with LIMIT: never a scan of every ready row).
-                  CROSS JOIN LATERAL (
-                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now()
-                     ORDER BY s.workflow_id, s.ready_at LIMIT 1) ready
-                  LIMIT l.share) w),
-           candidates AS (
-             SELECT c.id, lw.r, lw.n, row_number() OVER (PARTITION BY lw.r ORDER BY c.k, c.ready_at, c.id) AS turn
-               FROM lane_workflows lw CROSS JOIN LATERAL (
-                 SELECT s.id, s.ready_at, row_number() OVER (ORDER BY s.ready_at, s.id) AS k FROM (
-                          SELECT s.id, s.ready_at FROM workflow_steps s
-                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id
-                           ORDER BY s.workflow_id, s.ready_at, s.id LIMIT ceil(lw.share::numeric / lw.m)::int) s) c),
-           cut AS (SELECT id, r FROM candidates ORDER BY turn, n LIMIT $2),
-           -- Still ready, found by id: the status test is written so that no partial index of ready
-           -- rows can serve it (a plan on stale statistics would read every ready row instead).
+    text: `WITH RECURSIVE ${roleFairCut({ limit: '$2', fromRole: '$4' })},
            picked AS (
-             SELECT s.id FROM workflow_steps s
-              WHERE s.id = ANY(ARRAY(SELECT id FROM cut)) AND s.status <> ALL ('{pending,running,done,failed,cancelled}'::text[])
-                AND s.ready_at <= now()
+             SELECT s.id FROM workflow_steps s WHERE s.id = ANY(ARRAY(SELECT id FROM cut)) AND ${STILL_READY}
                 FOR UPDATE SKIP LOCKED),
            claimed AS (
              ${CLAIM_UPDATE}
@@ -140,4 +152,32 @@ export async function claimReadyStepsFairlyAcrossRoles(
   const first = rows[0];
   const claimed = rows.filter((r) => r.id !== null).map(({ next_role: _n, roles_claimed: _r, ...row }) => row as ClaimedStep);
   return { rows: claimed, nextRole: first?.next_role ?? null, rolesClaimed: first?.roles_claimed ?? 0 };
+}
+
+/**
+ * The candidates of a limited claim, fairly across roles (as claimReadyStepsFairlyAcrossRoles,
+ * the steps of saturated tools and the lanes of saturated users left out), locked for the
+ * caller to claim those its limits have room for.
+ */
+export async function lockClaimCandidatesFairlyAcrossRoles(
+  db: Queryable,
+  opts: { limit: number; fromRole: string; skipToolsLike: string[]; skipUsers: string[] },
+): Promise<{ candidates: ClaimCandidate[]; nextRole: string | null; rolesLocked: number }> {
+  const { rows } = await db.query<ClaimCandidate & { next_role: string | null; roles_locked: number }>({
+    name: 'stepd_lock_claim_candidates_fairly_across_roles',
+    text: `WITH RECURSIVE ${roleFairCut({ limit: '$1', fromRole: '$2', skip: { toolsLike: '$3', users: '$4' } })},
+           locked AS (
+             SELECT s.id, s.workflow_id, s.name, s.tool, s.ready_at FROM workflow_steps s
+              WHERE s.id = ANY(ARRAY(SELECT id FROM cut)) AND ${STILL_READY}
+                FOR UPDATE OF s SKIP LOCKED)
+           SELECT l.id, l.workflow_id, l.name, l.tool, w.created_by, v.next_role, v.roles_locked
+             FROM (SELECT (SELECT r FROM roles WHERE n = $1 + 1) AS next_role,
+                          (SELECT count(DISTINCT cut.r)::int FROM cut JOIN locked ON locked.id = cut.id) AS roles_locked) v
+             LEFT JOIN (locked l JOIN workflows w ON w.id = l.workflow_id) ON true
+            ORDER BY l.ready_at, l.id`,
+    values: [opts.limit, opts.fromRole, opts.skipToolsLike, opts.skipUsers],
+  });
+  const first = rows[0];
+  const candidates = rows.filter((r) => r.id !== null).map(({ next_role: _n, roles_locked: _r, ...c }) => c);
+  return { candidates, nextRole: first?.next_role ?? null, rolesLocked: first?.roles_locked ?? 0 };
 }
