@@ -25,6 +25,14 @@ import type { ClaimOnCreate, CreatedClaim, TxWriter } from './txWriter.js';
 import type { WorkflowInfo } from './workflowCache.js';
 import { inWriterTransaction } from './writerTransaction.js';
 
+/**
+ * Fair admission's round-robin cursor (one per executor): a batch smaller than the roles with new
+ * workflows serves the roles after `afterRole` first, and moves it on.
+ */
+export interface AdmissionTurns {
+  afterRole: string;
+}
+
 export interface Admission {
   admitted: number;
   /** First steps created already claimed by this executor. */
@@ -47,9 +55,10 @@ export async function admitWorkflows(
   limit: number,
   claim?: ClaimOnCreate,
   unadmittable: Set<string> = new Set(),
+  turns: AdmissionTurns = { afterRole: '' },
 ): Promise<Admission> {
   try {
-    return await admitBatch(deps, limit, claim, { skip: [...unadmittable] });
+    return await admitBatch(deps, limit, claim, { skip: [...unadmittable], turns });
   } catch (err) {
     if (isRetryablePgError(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
@@ -91,10 +100,12 @@ async function admitBatch(
   deps: TxDeps,
   limit: number,
   claim: ClaimOnCreate | undefined,
-  which: { skip?: readonly string[]; only?: string },
+  which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns },
 ): Promise<Admission> {
   return inWriterTransaction(deps, claim, async (client, w) => {
-    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, which);
+    const { turns, ...pick } = which;
+    const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, { ...pick, ...(turns ? { afterRole: turns.afterRole } : {}) });
+    if (turns) turns.afterRole = nextAfterRole(turns.afterRole, rows);
     for (const row of rows) {
       // Admitted (not refused by the statement): its first step row is counted already.
       if (row.status !== 'failed') w.precountFirstStep(row.id, row.step_count);
@@ -112,6 +123,17 @@ async function admitBatch(
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
   });
+}
+
+/**
+ * The last role a batch served in turn (roles after the cursor come first, then it wraps): the
+ * greatest it served at or before the cursor if it wrapped, else the greatest after it.
+ */
+function nextAfterRole(after: string, rows: AdmittedWorkflow[]): string {
+  const roles = rows.map((r) => r.created_role ?? '');
+  const wrapped = roles.filter((r) => r <= after);
+  const pool = wrapped.length > 0 ? wrapped : roles;
+  return pool.reduce((a, b) => (b > a ? b : a), '');
 }
 
 /** Admits one locked `new` workflow: invalid flows fail at once; valid ones get their first step. */
@@ -137,7 +159,7 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
     w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
     return;
   }
-  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow };
   deps.cache.put(wf);
   if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
   const advance = new Advance(client, deps, wf, w);

@@ -10,10 +10,14 @@
  * - after a batch that came back full (a backlog), the next starts at once and another beside it
  *   (up to `maxInFlight`); a batch that was not full asks when the earliest delayed start
  *   (`start_at`) comes and sets the alarm for it;
- * - a failed admission is told to `onError` and retried after a backoff: it never stops the loop.
+ * - a failed admission is told to `onError` and retried after a backoff: it never stops the loop;
+ * - a batch takes about ADMISSION_TARGET_MS at most (BatchPace, from the time per workflow of the
+ *   recent ones): a workflow inserted while one runs (another role's, admitted fairly by the
+ *   next: lanes.ts) waits no longer than about that for its turn.
  */
 import type { Admission } from './admission.js';
 import { admissionPace } from './admissionPace.js';
+import { BatchPace } from './batchPace.js';
 import { backoffMs } from './dbOutage.js';
 import { StartAtAlarm } from './startAtAlarm.js';
 
@@ -34,6 +38,9 @@ export interface AdmissionLaneDeps {
   wakeIn(ms: number): void;
 }
 
+/** What one admission transaction should take, roughly (BatchPace). */
+const ADMISSION_TARGET_MS = 150;
+
 export class AdmissionLane {
   /** Whether new workflows may be waiting. */
   pending = true;
@@ -50,8 +57,11 @@ export class AdmissionLane {
     this.pending = true;
     this.deps.wake();
   });
+  private readonly pace: BatchPace;
 
-  constructor(private readonly deps: AdmissionLaneDeps) {}
+  constructor(private readonly deps: AdmissionLaneDeps) {
+    this.pace = new BatchPace(deps.admitBatch, ADMISSION_TARGET_MS);
+  }
 
   /** Admission transactions running now. */
   get running(): number {
@@ -79,12 +89,13 @@ export class AdmissionLane {
     this.blockedSince = undefined;
     // In a backlog the next admission starts beside this one (up to maxInFlight).
     this.pending = this.lastFull;
-    const run: Promise<void> = this.run(pace.limit, pace.claimSlots).finally(() => {
+    const limit = Math.min(pace.limit, this.pace.size());
+    const run: Promise<void> = this.run(limit, pace.claimSlots).finally(() => {
       this.inFlight.delete(run);
       this.deps.wake();
     });
     this.inFlight.add(run);
-    return pace.limit;
+    return limit;
   }
 
   /** Waits for the admissions in flight. */
@@ -100,7 +111,9 @@ export class AdmissionLane {
 
   private async run(limit: number, claimSlots: number): Promise<void> {
     try {
+      const startedAt = performance.now();
       const r = await this.deps.admit(limit, claimSlots);
+      this.pace.recorded(r.admitted, performance.now() - startedAt);
       this.errors = 0;
       this.deps.onAdmitted(r);
       this.lastFull = r.admitted >= limit;

@@ -1,10 +1,13 @@
 /**
  * One claim: up to `free` ready steps for this executor.
  *
- * - Fast path (no limits configured): one statement, oldest ready first. When one workflow took
- *   most of a full batch, the next claim is a fair one (round-robin over the workflows with
- *   ready steps, an equal share each), so a workflow with thousands of ready steps never holds
- *   a new one back for more than a claim or two.
+ * - Fast path (no limits configured): one statement, oldest ready first. After a full claim the
+ *   next is fair across roles (lanes.ts: round-robin over the roles with running workflows, an
+ *   equal share each, then each user of a role, then that user's workflows), so one role's burst,
+ *   recursion or fan-out never holds another role's step back for more than a claim or two
+ *   (or ROLE_RECHECK_MS, while one role alone had steps ready). When one workflow took most of
+ *   a full batch, a later claim is fair across workflows (round-robin over the workflows with
+ *   ready steps, an equal share each).
  * - With limits: one transaction under an advisory lock that every executor's limited claim
  *   takes, which counts the running tool steps of the whole database and claims only the
  *   candidates the limits have room for (the rest stay ready, untouched). So the limits hold
@@ -21,12 +24,14 @@ import {
   claimLockedSteps,
   claimReadySteps,
   claimReadyStepsFairly,
+  claimReadyStepsFairlyAcrossRoles,
   claimReadyToollessSteps,
   countRunningToolSteps,
   endWorkflowCancellingLiveSteps,
   extendLeasesIfRunning,
   lockClaimCandidates,
   lockClaimCandidatesFairly,
+  lockClaimCandidatesFairlyAcrossRoles,
   lockClaimLimits,
   lockWorkflows,
   notifyEvents,
@@ -45,16 +50,29 @@ import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
 
+/**
+ * After a role-fair claim found ready steps of one role only, the next waits this long: a
+ * single busy role (the bench, most deployments) pays for at most five a second, and another
+ * role's step waits no longer than this for its turn.
+ */
+export const ROLE_RECHECK_MS = 200;
+
 /** The executor's claim state between claims (one per executor, never shared). */
 export interface FairClaimState {
   /** The next claim is a fair one: the last full batch was mostly one workflow's. */
   next: boolean;
   /** Round-robin cursor: the fair claim starts after this workflow id. */
   cursor: string;
+  /** The next claim is fair across roles (lanes.ts): the last one came back full, so steps wait. */
+  rolesNext: boolean;
+  /** Round-robin cursor: the role-fair claim starts at this role ('' the first). */
+  roleCursor: string;
+  /** No role-fair claim before this (Date.now()): the last one saw one role only. */
+  rolesNotBefore: number;
 }
 
 export function newFairClaimState(): FairClaimState {
-  return { next: false, cursor: '0' };
+  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0 };
 }
 
 export interface ClaimDeps {
@@ -116,7 +134,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
   const toollessOnly = opts.toollessOnly === true;
   const limited = deps.limits !== undefined && !deps.limits.unlimited && !toollessOnly;
-  const fair = deps.fairness.next && !toollessOnly;
+  const fair = (deps.fairness.next || rolesDue(deps.fairness)) && !toollessOnly;
   let rows: ClaimedStep[];
   let moreReady: boolean;
   const cancelledRunning: string[] = [];
@@ -126,6 +144,8 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       moreReady = rows.length >= free;
     } else {
       ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
+      // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
+      if (rows.length >= free) deps.fairness.rolesNext = true;
     }
   } catch (err) {
     if (!isRowSpecificPgError(err)) throw err;
@@ -158,10 +178,33 @@ function claimPlannedWithIndexScans<T>(deps: ClaimDeps, claim: (db: pg.PoolClien
   return withTransaction(deps.pool, claim, { preferIndexScans: true });
 }
 
-/** The unlimited path: the hot statement, or the fair one after a batch one workflow dominated. */
+/** Whether the next claim is a role-fair one (see ROLE_RECHECK_MS). */
+function rolesDue(fair: FairClaimState): boolean {
+  return fair.rolesNext && Date.now() >= fair.rolesNotBefore;
+}
+
+/** After a role-fair claim: move the cursor on; if it saw one role's steps only, wait before the next. */
+function movedOnAcrossRoles(fair: FairClaimState, from: string, nextRole: string | null, roles: number): void {
+  fair.rolesNext = false;
+  fair.roleCursor = nextRole ?? '';
+  // One role's steps only, from the first role on, and no role beyond: nobody else waits now.
+  if (roles < 2 && nextRole === null && from === '') fair.rolesNotBefore = Date.now() + ROLE_RECHECK_MS;
+}
+
+/**
+ * The unlimited path: the hot statement; after a full claim, a role-fair one (lanes.ts); after
+ * a batch one workflow dominated, the workflow-fair one. What a fair claim leaves of the batch
+ * is filled with the oldest steps.
+ */
 async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promise<{ rows: ClaimedStep[]; moreReady: boolean }> {
   const fair = deps.fairness;
   const base = claimBy(deps, leaseMs);
+  if (rolesDue(fair)) {
+    const from = fair.roleCursor;
+    const r = await claimPlannedWithIndexScans(deps, (db) => claimReadyStepsFairlyAcrossRoles(db, { ...base, limit: free, fromRole: from }));
+    movedOnAcrossRoles(fair, from, r.nextRole, r.rolesClaimed);
+    return fillWithOldest(deps, base, free, r.rows, r.nextRole !== null);
+  }
   if (!fair.next) {
     const rows = await claimPlannedWithIndexScans(deps, (db) => claimReadySteps(db, { ...base, limit: free }));
     const full = rows.length >= free;
@@ -173,10 +216,23 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
   const f = await claimPlannedWithIndexScans(deps, (db) => claimReadyStepsFairly(db, { ...base, limit: free, after, workflows: free }));
   // Round robin: continue after the last workflow visited, or start over when the end was reached.
   fair.cursor = f.visited >= free && f.lastVisited !== null ? f.lastVisited : '0';
-  const rows = f.rows;
-  if (rows.length < free && f.visited > 0) {
-    // Workflows with fewer ready steps than their share: fill the batch with the oldest. If that
-    // fails on a row, the rows already claimed still run; the next claim isolates the row.
+  if (f.visited === 0) return { rows: f.rows, moreReady: after !== '0' };
+  return fillWithOldest(deps, base, free, f.rows, false);
+}
+
+/**
+ * Fills what a fair claim left of its batch (lanes or workflows with fewer ready steps than their
+ * share) with the oldest ready steps. If that fails on a row, the rows already claimed still
+ * run; the next claim isolates the row.
+ */
+async function fillWithOldest(
+  deps: ClaimDeps,
+  base: ClaimBy,
+  free: number,
+  rows: ClaimedStep[],
+  more: boolean,
+): Promise<{ rows: ClaimedStep[]; moreReady: boolean }> {
+  if (rows.length < free) {
     try {
       rows.push(...(await claimPlannedWithIndexScans(deps, (db) => claimReadySteps(db, { ...base, limit: free - rows.length }))));
     } catch (err) {
@@ -184,7 +240,7 @@ async function claimFast(deps: ClaimDeps, free: number, leaseMs: number): Promis
       return { rows, moreReady: true };
     }
   }
-  return { rows, moreReady: rows.length >= free || (f.visited === 0 && after !== '0') };
+  return { rows, moreReady: more || rows.length >= free };
 }
 
 /** Whether one workflow holds more than half of a claimed batch (of at least two rows). */
@@ -222,9 +278,11 @@ async function claimWithinLimits(
       for (const r of await countRunningToolSteps(client)) tally.add(r.tool, r.created_by, r.n);
       const saturated = tally.saturated();
       const skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
+      // A role-fair pick is not filled up to the batch: the rest waits for the next claim.
+      const roleFair = !isolate && rolesDue(deps.fairness);
       const candidates = await lockCandidates(client, deps.fairness, free, skip, isolate);
       // Steps held back by a limit wait for a slot of their tool or user to free up.
-      moreReady = candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
+      moreReady = roleFair || candidates.length >= free || saturated.global || saturated.toolPatterns.length > 0 || saturated.users.length > 0;
       chosen = candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null);
       if (chosen.length < candidates.length) moreReady = true;
     } else {
@@ -253,8 +311,9 @@ async function claimWithinLimits(
 }
 
 /**
- * The candidates of a limited claim: the oldest ready steps, or after a batch one workflow
- * dominated, a fair share of each workflow visited round-robin (as claimFast does).
+ * The candidates of a limited claim: the oldest ready steps; after a full claim, fairly across
+ * roles; after a batch one workflow dominated, a fair share of each workflow visited round-robin
+ * (as claimFast does). A role-fair pick that leaves room is not filled: the next claim follows.
  */
 async function lockCandidates(
   client: Queryable,
@@ -263,6 +322,12 @@ async function lockCandidates(
   skip: { skipToolsLike: string[]; skipUsers: string[] },
   isolate: boolean,
 ): Promise<ClaimCandidate[]> {
+  if (!isolate && rolesDue(fair)) {
+    const from = fair.roleCursor;
+    const r = await lockClaimCandidatesFairlyAcrossRoles(client, { limit: free, fromRole: from, ...skip });
+    movedOnAcrossRoles(fair, from, r.nextRole, r.rolesLocked);
+    return r.candidates;
+  }
   if (!fair.next || isolate) {
     const candidates = await lockClaimCandidates(client, { limit: free, ...skip });
     if (!isolate) fair.next = candidates.length >= free && dominated(candidates);

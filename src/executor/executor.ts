@@ -79,6 +79,8 @@ export class Executor {
   private readonly admission: AdmissionLane;
   /** New workflows the database refuses to change at all (admission.ts): left alone. */
   private readonly unadmittable = new Set<string>();
+  /** Fair admission's round-robin cursor over roles (admission.ts). */
+  private readonly admissionTurns = { afterRole: '' };
   /** Whether redrive requests may be waiting: set by their NOTIFY and every poll tick (redrive.ts). */
   private redrivePending = true;
   private loopDone: Promise<void> | undefined;
@@ -141,7 +143,7 @@ export class Executor {
     this.admission = new AdmissionLane({
       admitBatch: opts.admitBatch,
       maxInFlight: MAX_ADMISSIONS_IN_FLIGHT,
-      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable), claimSlots),
+      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable, this.admissionTurns), claimSlots),
       nextStartAtInMs: () => nextStartAtInMs(this.pool),
       onAdmitted: (r) => {
         this.outage.succeeded();

@@ -1,6 +1,8 @@
 /**
- * Finished steps wait here for their outcome to be recorded; one drain at a time takes every
- * outcome waiting and records them in one transaction, so under load many steps share a commit.
+ * Finished steps wait here for their outcome to be recorded; one drain at a time takes the
+ * outcomes waiting and records them in one transaction, so under load many steps share a commit.
+ * A batch is taken round-robin across roles and sized to take about 100 ms (outcomeLanes.ts), so
+ * one role's heavy outcomes never keep another's waiting for long.
  *
  * When the database is unreachable the batch is kept and retried with backoff for as long as it
  * takes (outcomes finishing meanwhile join it): a restart or an outage loses no outcome. Each
@@ -15,6 +17,8 @@ import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { isLockNotAvailable } from '../errors.js';
 import { backoffMs } from './dbOutage.js';
+import { BatchPace } from './batchPace.js';
+import { OutcomeLanes } from './outcomeLanes.js';
 import type { FinishInput, TxResult } from './transactions.js';
 
 export interface OutcomeQueueOptions {
@@ -40,6 +44,9 @@ export interface OutcomeQueueOptions {
 
 const NOTHING = (): void => {};
 
+/** What one recording transaction should take, roughly (BatchPace). */
+const OUTCOME_BATCH_TARGET_MS = 100;
+
 /** How long the alone lane pauses before asking again for a row held elsewhere, when nothing else waits. */
 const HELD_RETRY_MS = 250;
 
@@ -59,9 +66,12 @@ export class OutcomeQueue {
   private stopWaiting: (() => void) | undefined;
   /** Where deferred outcomes go (see OutcomeQueueOptions.alone). */
   private readonly side: OutcomeQueue | undefined;
+  private readonly pace: BatchPace;
+  private readonly lanes = new OutcomeLanes();
 
   constructor(private readonly opts: OutcomeQueueOptions) {
     this.side = opts.alone ? undefined : new OutcomeQueue({ ...opts, alone: true });
+    this.pace = new BatchPace(opts.maxBatch ?? 500, OUTCOME_BATCH_TARGET_MS);
   }
 
   /** Outcomes waiting for their turn (not counting the batch being recorded), deferred ones included. */
@@ -134,7 +144,7 @@ export class OutcomeQueue {
     // Let outcomes finishing in the same tick join the first batch.
     await new Promise((r) => setImmediate(r));
     while (this.pending.length > 0) {
-      this.batch = this.opts.alone ? this.takeOneWorkflow(maxBatch) : this.pending.splice(0, maxBatch);
+      this.batch = this.opts.alone ? this.takeOneWorkflow(maxBatch) : this.lanes.take(this.pending, this.pace.size());
       let deferred = new Map<string, FinishInput>();
       let failures = 0;
       let lostConnections = 0;
@@ -151,6 +161,7 @@ export class OutcomeQueue {
           const result = await recording;
           this.recording = undefined;
           this.opts.metrics?.outcomesRecorded((performance.now() - recordStart) / 1000, result.recorded.size);
+          this.pace.recorded(this.batch.length, performance.now() - recordStart);
           this.opts.onRecorded?.();
           this.opts.onResult(result);
           deferred = new Map((result.deferred ?? []).map((d) => [d.stepId, d]));

@@ -119,7 +119,7 @@ async function resume(deps: TxDeps, client: pg.PoolClient, w: TxWriter, req: Red
 
   const redrives = await resumeRedrivenWorkflow(client, req.id, flow.timeoutMs);
   await reopenFailedForkRows(client, plan.reopen);
-  const wf: WorkflowInfo = { id: req.id, name: req.name, input: req.input ?? {}, createdBy: req.created_by, flow };
+  const wf: WorkflowInfo = { id: req.id, name: req.name, input: req.input ?? {}, createdBy: req.created_by, role: req.created_role, flow };
   deps.cache.put(wf);
   w.setStepCount(req.id, req.step_count);
   const advance = new Advance(client, deps, wf, w);

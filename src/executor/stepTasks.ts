@@ -80,7 +80,7 @@ export class StepTasks {
     else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
     // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
     // with claiming and running the next steps. stop() waits for the queue to drain.
-    this.deps.outcomes.add({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome });
+    this.deps.outcomes.add({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome, lane: wf?.role ?? '', user: row.created_by });
     return outcome;
   }
 }

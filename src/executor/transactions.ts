@@ -68,6 +68,9 @@ export interface FinishInput {
    * outcomes whose settling is heavy, and hands them back in TxResult.deferred.
    */
   alone?: boolean;
+  /** Its workflow's role and user: the outcome queue takes each batch round-robin across them (outcomeLanes.ts). */
+  lane?: string;
+  user?: string | null;
 }
 
 /** PostgreSQL refused a JSON value: `\u0000` in a string (22P05) or a lone surrogate (22P02). */

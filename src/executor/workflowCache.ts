@@ -12,6 +12,8 @@ export interface WorkflowInfo {
   name: string;
   input: Record<string, unknown>;
   createdBy: string | null;
+  /** The role that wrote it (`created_role`; a child's is its tree's): its lane in the outcome queue. */
+  role?: string | null;
   flow: CompiledFlow;
 }
 
@@ -126,5 +128,5 @@ export class FlowCompiler {
 export function toInfo(row: WorkflowDefinition, compiler?: FlowCompiler): WorkflowInfo | undefined {
   const compiled = compiler ? compiler.compile(row.flow) : compileFlow(row.flow, { caps: DEFAULT_CAPS });
   if (!compiled.ok) return undefined;
-  return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, flow: compiled.flow };
+  return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow };
 }

@@ -15,6 +15,7 @@ import {
   admitNewWorkflowsResolvingRegisteredFlows,
   claimReadySteps,
   claimReadyStepsFairly,
+  claimReadyStepsFairlyAcrossRoles,
   endWorkflowsCancellingLiveSteps,
   lockWorkflowsAndFinishSteps,
 } from '../../src/db/queries.js';
@@ -151,6 +152,9 @@ describe("the executor's batch transactions under statistics from before a burst
       expect(await claimReadySteps(client, { ...by, limit: claimBatch })).toHaveLength(claimBatch);
       const fair = await claimReadyStepsFairly(client, { ...by, limit: claimBatch, after: '0', workflows: claimBatch });
       expect(fair.rows).toHaveLength(claimBatch);
+      // Fair across roles (lanes.ts): a lane's newest running workflows, not every one of them.
+      const roles = await claimReadyStepsFairlyAcrossRoles(client, { ...by, limit: claimBatch, fromRole: '' });
+      expect(roles.rows).toHaveLength(claimBatch);
     };
 
     expect(wideScans(await plansOf(pool, true, claims), 'workflow_steps', claimBatch)).toEqual([]);

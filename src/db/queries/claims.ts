@@ -7,8 +7,8 @@ import type { StepRow } from '../tables.js';
 import type { Queryable } from './common.js';
 import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
-/** Both claims set owner and lease alike ($1 executor id, $3 lease in ms) and return the same rows. */
-const CLAIM_UPDATE = `UPDATE workflow_steps
+/** Every claim sets owner and lease alike ($1 executor id, $3 lease in ms) and returns the same rows. */
+export const CLAIM_UPDATE = `UPDATE workflow_steps
                 SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
                     lease_until = now() + $3 * interval '1 millisecond'`;
 
@@ -20,15 +20,24 @@ const CLAIM_UPDATE = `UPDATE workflow_steps
  */
 function claimReturning(schemaParam: string): string {
   return `RETURNING *),
-           started AS (
+           ${claimedWithEvents(schemaParam)}
+           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id
+            WHERE (SELECT n FROM started) >= 0`;
+}
+
+/**
+ * The `started` CTE of a claim statement: a step.started event for each row of its `claimed`
+ * CTE, in id order, when `$schema` is not null. The statement's SELECT must read `started`
+ * (`WHERE (SELECT n FROM started) >= 0`) for the events to be sent.
+ */
+export function claimedWithEvents(schemaParam: string): string {
+  return `started AS (
              SELECT count(*) AS n FROM (
                SELECT pg_notify('stepd_events', jsonb_strip_nulls(jsonb_build_object(
                         'type', 'step.started', 'schema', ${schemaParam}::text, 'workflowId', c.workflow_id::text,
                         'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
                         'itemIndex', c.item_index, 'at', c.started_at))::text)
-                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL ORDER BY c.id) x)
-           SELECT claimed.*, w.created_by FROM claimed JOIN workflows w ON w.id = claimed.workflow_id
-            WHERE (SELECT n FROM started) >= 0`;
+                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL ORDER BY c.id) x)`;
 }
 
 /** Who claims, for how long, and the schema step.started events name (null: events off). */
@@ -91,13 +100,7 @@ export async function claimReadyStepsFairly(
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM picked)
              RETURNING *),
-           started AS (
-             SELECT count(*) AS n FROM (
-               SELECT pg_notify('stepd_events', jsonb_strip_nulls(jsonb_build_object(
-                        'type', 'step.started', 'schema', $6::text, 'workflowId', c.workflow_id::text,
-                        'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
-                        'itemIndex', c.item_index, 'at', c.started_at))::text)
-                 FROM claimed c WHERE $6::text IS NOT NULL ORDER BY c.id) x)
+           ${claimedWithEvents('$6')}
            SELECT c.*, w.created_by, v.last_visited, v.visited
              FROM (SELECT max(id)::text AS last_visited, count(*)::int AS visited FROM visited) v
              LEFT JOIN (claimed c JOIN workflows w ON w.id = c.workflow_id) ON true

@@ -6,6 +6,7 @@ import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
 import { storableError } from '../../storedError.js';
 import { errorParam, jsonParam, type EventsNotify, type Queryable } from './common.js';
+import { FAIR_NEW_WORKFLOWS } from './lanes.js';
 
 export type AdmittedWorkflow = Pick<
   WorkflowRow,
@@ -17,8 +18,16 @@ export type AdmittedWorkflow = Pick<
   role_trusted: boolean;
 };
 
+/** The `chosen(id)` CTE of admitting one given workflow (`$2`), if it is new, due and free. */
+const ONLY_NEW_WORKFLOW = `chosen AS (
+             SELECT id FROM workflows WHERE id = $2::bigint AND status = 'new' AND (start_at IS NULL OR start_at <= now())
+              LIMIT $1 FOR UPDATE SKIP LOCKED)`;
+
 /**
- * Moves up to `limit` new workflows to running, skipping rows another executor holds and rows
+ * Moves up to `limit` new workflows to running, fairly across roles, then users (lanes.ts: each
+ * role an equal share of the batch, the oldest of each first, the rest filled with the oldest),
+ * roles taken in turn after `afterRole` when the batch is smaller than them;
+ * skipping rows another executor holds and rows
  * whose `start_at` (`stepd run --at`) is still to come. A row
  * inserted with `flow` NULL starts a registered flow (sql/0009): the latest version of the flow
  * named `name`, or `flow_version`; the same statement copies that flow into the row and pins its
@@ -33,16 +42,13 @@ export type AdmittedWorkflow = Pick<
 export async function admitNewWorkflowsResolvingRegisteredFlows(
   db: Queryable,
   limit: number,
-  opts: { skip?: readonly string[]; only?: string } = {},
+  opts: { skip?: readonly string[]; only?: string; afterRole?: string } = {},
 ): Promise<AdmittedWorkflow[]> {
   const { rows } = await db.query<AdmittedWorkflow>({
-    name: 'stepd_admit_new_workflows',
+    name: opts.only === undefined ? 'stepd_admit_new_workflows' : 'stepd_admit_new_workflow_only',
     // The pick reads what the resolution needs (one read of each row before the update).
-    text: `WITH picked AS (
-             SELECT id, name, flow IS NULL AS by_name, flow_version FROM workflows
-              WHERE status = 'new' AND (start_at IS NULL OR start_at <= now())
-                AND id <> ALL($2::bigint[]) AND ($3::bigint IS NULL OR id = $3)
-              ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED),
+    text: `WITH RECURSIVE ${opts.only === undefined ? FAIR_NEW_WORKFLOWS : ONLY_NEW_WORKFLOW},
+           picked AS (SELECT id, name, flow IS NULL AS by_name, flow_version FROM workflows WHERE id IN (SELECT id FROM chosen)),
            resolved AS (
              SELECT w.id, f.flow AS registered, f.version,
                     CASE WHEN w.by_name AND f.flow IS NULL THEN jsonb_build_object(
@@ -71,7 +77,7 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(
              FROM resolved r WHERE w.id = r.id
         RETURNING w.id, w.name, w.flow::text AS flow_text, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error,
                   (w.created_role IS NULL OR stepd_role_is_trusted(w.created_role)) AS role_trusted`,
-    values: [limit, opts.skip ?? [], opts.only ?? null],
+    values: opts.only === undefined ? [limit, opts.skip ?? [], opts.afterRole ?? ''] : [limit, opts.only],
   });
   return rows;
 }
@@ -241,12 +247,12 @@ export async function endWorkflowsCancellingLiveSteps(
 }
 
 
-export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by'>;
+export type WorkflowDefinition = Pick<WorkflowRow, 'id' | 'name' | 'flow' | 'input' | 'created_by' | 'created_role'>;
 
 export async function getWorkflowDefinitions(db: Queryable, ids: string[]): Promise<WorkflowDefinition[]> {
   const { rows } = await db.query<WorkflowDefinition>({
     name: 'stepd_get_workflow_definitions',
-    text: `SELECT id, name, flow, input, created_by FROM workflows WHERE id = ANY($1::bigint[])`,
+    text: `SELECT id, name, flow, input, created_by, created_role FROM workflows WHERE id = ANY($1::bigint[])`,
     values: [ids],
   });
   return rows;
