@@ -18,3 +18,4 @@ export * from './queries/redrive.js';
 export * from './queries/subWorkflows.js';
 export * from './queries/schedules.js';
 export * from './queries/startAt.js';
+export * from './queries/sizeCaps.js';
