@@ -144,16 +144,17 @@ describe('flows with more steps than caps.flowSteps', () => {
     { form: 'stored as JSON text', flow: (n: number) => JSON.stringify(chain(n)) },
     { form: "in the seed's flat form", flow: (n: number) => flatChain(n) },
   ])('a flow $form with too many steps is refused; one at the cap runs', async ({ flow }) => {
-    const env = await securityEnv({ config: { caps: { flowSteps: 30 } } });
-    await refusedBySize(clientInsert(env.client, flow(31)), /defines 31 steps, above caps\.flowSteps \(30\)/);
-    const ok = await clientInsert(env.client, flow(30));
+    // 200 steps of JSON (8 kB): the database checks values above 4 KiB (smaller ones the executor checks alone).
+    const env = await securityEnv({ config: { caps: { flowSteps: 200 } } });
+    await refusedBySize(clientInsert(env.client, flow(201)), /defines 201 steps, above caps\.flowSteps \(200\)/);
+    const ok = await clientInsert(env.client, flow(200), { input: {} });
     expect((await waitForWorkflow(env.t, ok)).status).toBe('completed');
     await env.bystander.assertUndisturbedAndServed();
   });
 
   it('a registered flow with too many steps is refused', async () => {
-    const env = await securityEnv({ config: { caps: { flowSteps: 30 } } });
-    await refusedBySize(env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('long', $1)`, [JSON.stringify(chain(31))]), /flow 'long' defines 31 steps/);
+    const env = await securityEnv({ config: { caps: { flowSteps: 200 } } });
+    await refusedBySize(env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('long', $1)`, [JSON.stringify(chain(201))]), /flow 'long' defines 201 steps/);
     await env.bystander.assertUndisturbedAndServed();
   });
 });
