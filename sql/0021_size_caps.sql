@@ -36,9 +36,9 @@ INSERT INTO size_caps DEFAULT VALUES;
 
 -- The JSON size of `v` when it is above `cap` bytes (a lower bound of what the executor's
 -- measureJson counts), NULL when it is not. Costs O(1) unless v is within 8x of the cap or
--- compressed.
+-- compressed. STABLE, not IMMUTABLE: the coarse answer above 8x depends on how v is stored.
 CREATE FUNCTION stepd_json_bytes_above(v jsonb, cap bigint) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   stored bigint;
   t text;
