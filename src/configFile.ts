@@ -71,6 +71,7 @@ export const capsSchema = z.strictObject({
   outputBytes: positiveInt.optional(),
   subWorkflowDepth: positiveInt.optional(),
   subWorkflows: positiveInt.optional(),
+  flowSteps: positiveInt.optional(),
 });
 
 const fileSchema = z.strictObject({

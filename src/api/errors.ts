@@ -50,7 +50,8 @@ export function toOperationError(err: unknown): OperationError {
   const code = (err as { code?: unknown } | null)?.code;
   // The guard triggers raise check_violation with a message naming the rule.
   if (code === '23514' || code === '23505') return new OperationError('refused', (err as Error).message, { cause: err });
-  if (code === '22P02' || code === '22003') return new OperationError('invalid_input', (err as Error).message, { cause: err });
+  // 54000: a value over the operator's caps, refused by the database before any work (sql/0021).
+  if (code === '22P02' || code === '22003' || code === '54000') return new OperationError('invalid_input', (err as Error).message, { cause: err });
   return new OperationError('internal', err instanceof Error ? err.message : String(err), { cause: err });
 }
 

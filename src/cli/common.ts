@@ -161,8 +161,8 @@ export function toCliError(err: unknown, target?: Target): Error {
   }
   if (isConnectionError(err)) return target ? unreachable(target, err) : new CliError(`cannot reach the database: ${errorMessage(err)}`, EXIT.unreachable);
   const code = (err as { code?: unknown } | null)?.code;
-  // The guard triggers raise check_violation with a message naming the rule.
-  if (code === '23514' || code === '23505' || code === '22P02') return new CliError(errorMessage(err), EXIT.invalid);
+  // The guard triggers raise check_violation with a message naming the rule; the size caps 54000 (sql/0021).
+  if (code === '23514' || code === '23505' || code === '22P02' || code === '54000') return new CliError(errorMessage(err), EXIT.invalid);
   if (err instanceof ConfigError) return new CliError(err.message, EXIT.invalid);
   return err instanceof Error ? err : new Error(String(err));
 }

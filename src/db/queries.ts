@@ -19,3 +19,4 @@ export * from './queries/subWorkflows.js';
 export * from './queries/schedules.js';
 export * from './queries/startAt.js';
 export * from './queries/lanes.js';
+export * from './queries/sizeCaps.js';

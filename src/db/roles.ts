@@ -66,6 +66,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
         ]
       : []),
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
+    // The caps the database checks before work (sql/0021): clients read them, only executors write them.
+    ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
   ];
 }
 

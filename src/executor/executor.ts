@@ -10,6 +10,7 @@
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
+import { writeSizeCaps } from '../db/queries/sizeCaps.js';
 import { StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
 import { Listener } from './listener.js';
@@ -197,6 +198,8 @@ export class Executor {
   async start(): Promise<void> {
     if (this.started) throw new Error('executor already started');
     this.started = true;
+    // The database refuses clients' over-cap inputs, results and flows by these (sql/0021).
+    await writeSizeCaps(this.pool, this.cache.compiler.caps, this.opts.executorId);
     await this.listener.start();
     try {
       await this.heartbeat.start();

@@ -12,6 +12,7 @@
  *   outputBytes         4 MiB      a workflow's output (as JSON) — when it completes
  *   subWorkflowDepth    10         how deep a sub-workflow may be (top level = 0) — when its step starts it
  *   subWorkflows        1,000      child workflows (at any depth) one top-level workflow may start — when a step starts one
+ *   flowSteps           2,000      steps defined in one flow — before it is compiled (and by the database, sql/0021)
  *
  * Fixed: JSON nested at most {@link MAX_JSON_DEPTH} levels (flow, input, results), names at most
  * {@link MAX_NAME_BYTES} bytes of UTF-8 without control characters.
@@ -28,6 +29,7 @@ export interface Caps {
   outputBytes: number;
   subWorkflowDepth: number;
   subWorkflows: number;
+  flowSteps: number;
 }
 
 export const DEFAULT_CAPS: Readonly<Caps> = Object.freeze({
@@ -39,6 +41,7 @@ export const DEFAULT_CAPS: Readonly<Caps> = Object.freeze({
   outputBytes: 4 * 1024 * 1024,
   subWorkflowDepth: 10,
   subWorkflows: 1_000,
+  flowSteps: 2_000,
 });
 
 /** The deepest any JSON value may nest (flow, input, result, output). */

@@ -37,6 +37,12 @@ export const CEL_PARSE_LIMITS = Object.freeze({ maxAstNodes: 5_000, maxDepth: 10
 export interface Meter {
   remaining: number;
   readonly source: string;
+  /**
+   * The error thrown once the budget is spent, made once: comprehensions swallow their elements'
+   * errors and go on, so every later element throws again, and a new Error (a stack captured)
+   * each time would cost more than the work the budget saved.
+   */
+  spent?: BudgetError;
 }
 
 export function newMeter(source: string): Meter {
@@ -89,10 +95,10 @@ function forEachNode(value: unknown, visit: (node: Node) => void): void {
 function charge(meter: Meter, units: number): void {
   meter.remaining -= units;
   if (meter.remaining < 0) {
-    throw new BudgetError(
-      `condition "${meter.source}" exceeded its evaluation budget of ${CONDITION_BUDGET} units (comprehension elements and built values)`,
+    throw (meter.spent ??= new BudgetError(
+      `condition "${meter.source}" exceeded its evaluation budget of ${CONDITION_BUDGET} units (comprehension elements, compared, searched and built values)`,
       { budget: 'condition', limit: CONDITION_BUDGET },
-    );
+    ));
   }
 }
 
@@ -113,7 +119,88 @@ function builtSize(value: unknown): number {
   return 0;
 }
 
-const CHARGED_OPS: ReadonlySet<string> = new Set(['+', 'call', 'rcall']);
+/**
+ * Units for walking `value` as equality and membership do: one per list element and map entry at
+ * every depth, one per 16 string characters. Stops counting past `limit`, so measuring never costs
+ * more than what it is about to charge.
+ */
+export function deepCost(value: unknown, limit: number): number {
+  let units = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0 && units <= limit) {
+    const v = stack.pop();
+    if (typeof v === 'string') units += v.length >> 4;
+    else if (typeof v !== 'object' || v === null) continue;
+    else if (Array.isArray(v) || v instanceof Set || v instanceof Map) {
+      units += Array.isArray(v) ? v.length : v.size;
+      if (units > limit) break;
+      for (const x of v instanceof Map ? v.values() : v) {
+        if (typeof x === 'object' || typeof x === 'string') stack.push(x);
+      }
+    } else {
+      for (const key in v) {
+        units++;
+        const x = (v as Record<string, unknown>)[key];
+        if (typeof x === 'object' || typeof x === 'string') stack.push(x);
+        if (units > limit) break;
+      }
+    }
+  }
+  return units;
+}
+
+/**
+ * What the walk of `value` may cost at most before the budget is spent (+1 to overspend it).
+ * Throws at once when it is spent already: even a walk stopped at its first key would cost the
+ * whole object (`for … in` lists every key first), once per element of the comprehension that
+ * swallowed the first error.
+ */
+function within(meter: Meter): number {
+  if (meter.remaining < 0) charge(meter, 0);
+  return meter.remaining + 1;
+}
+
+/**
+ * `a == b`, `a < b`, …: walking both to the end of the smaller one. Comparing two scalars (or
+ * short strings) is free, like any constant-time step: the comprehension around it pays per element.
+ */
+function comparisonCost(a: unknown, b: unknown, meter: Meter): number {
+  if (typeof a !== 'object' && typeof a !== 'string') return 0;
+  const limit = within(meter);
+  return Math.min(deepCost(a, limit), deepCost(b, limit));
+}
+
+/** `x in list` compares x with every element (a map is one hash lookup). */
+function membershipCost(collection: unknown, meter: Meter): number {
+  if (Array.isArray(collection) || collection instanceof Set) return deepCost(collection, within(meter));
+  return 0;
+}
+
+/** Functions that take constant time whatever the size of a list or map they are given. */
+const CONSTANT_TIME_FUNCTIONS: ReadonlySet<string> = new Set(['size', 'dyn', 'type', 'has']);
+
+/**
+ * A call's arguments (the receiver first for a method): strings cost their length (most string
+ * functions walk them: contains, startsWith, size counting code points), lists and maps their
+ * size unless the function is constant-time (`size(list)`).
+ */
+function argumentsCost(name: unknown, args: unknown): number {
+  if (!Array.isArray(args)) return 0;
+  const walksCollections = typeof name !== 'string' || !CONSTANT_TIME_FUNCTIONS.has(name);
+  let units = 0;
+  for (const arg of args) {
+    if (typeof arg === 'string') units += arg.length >> 4;
+    else if (walksCollections && typeof arg === 'object' && arg !== null) units += sizeOf(arg);
+  }
+  return units;
+}
+
+const COMPARISONS: ReadonlySet<string> = new Set(['==', '!=', '<', '<=', '>', '>=']);
+
+/** The function a call node names (`contains` in `s.contains(t)`). */
+function callName(n: Node): unknown {
+  return Array.isArray(n.args) ? (n.args as unknown[])[0] : undefined;
+}
 
 /**
  * Wraps the handlers of a type-checked AST so that evaluating it spends `meter`. Call once per
@@ -134,14 +221,34 @@ export function instrument(ast: unknown, meter: Meter): void {
       };
     } else if (n.op === 'comprehension') {
       n.handle = (items, args, ev, ctx) => {
+        charge(meter, 0);
         charge(meter, 1 + sizeOf(items));
         return handle(items, args, ev, ctx);
       };
-    } else if (CHARGED_OPS.has(n.op)) {
+    } else if (n.op === 'in') {
       n.handle = (a, b, c, d) => {
+        charge(meter, membershipCost(b, meter));
+        return handle(a, b, c, d);
+      };
+    } else if (COMPARISONS.has(n.op)) {
+      n.handle = (a, b, c, d) => {
+        charge(meter, comparisonCost(a, b, meter));
+        return handle(a, b, c, d);
+      };
+    } else if (n.op === 'call' || n.op === 'rcall') {
+      const name = callName(n);
+      n.handle = (a, b, c, d) => {
+        charge(meter, 0);
+        charge(meter, argumentsCost(name, a));
         const out = handle(a, b, c, d);
         charge(meter, builtSize(out));
         return out;
+      };
+    } else if (n.op === '+') {
+      // Charged before it copies: a comprehension swallows errors and would build it again.
+      n.handle = (a, b, c, d) => {
+        charge(meter, builtSize(a) + builtSize(b));
+        return handle(a, b, c, d);
       };
     }
   });

@@ -238,12 +238,19 @@ function deepPath(value: unknown, max: number): (string | number)[] {
   return path;
 }
 
-/** Parses shape only (zod); graph checks are in validate.ts. */
-export function parseFlowShape(raw: unknown): { spec?: FlowSpec; issues: FlowIssue[]; flat?: true } {
+/**
+ * Parses shape only (zod); graph checks are in validate.ts. `maxSteps` (caps.flowSteps) is checked
+ * before anything per step runs, so an oversized flow costs one count of its keys.
+ */
+export function parseFlowShape(raw: unknown, limits: { maxSteps?: number } = {}): { spec?: FlowSpec; issues: FlowIssue[]; flat?: true } {
   const normalized = normalizeFlow(raw);
   if (normalized.issues.length || normalized.flow === undefined) return { issues: normalized.issues };
   const steps = (normalized.flow as { steps?: unknown }).steps;
   if (isPlainObject(steps)) {
+    const count = Object.keys(steps).length;
+    if (limits.maxSteps !== undefined && count > limits.maxSteps) {
+      return { issues: [{ path: 'steps', message: `the flow defines ${count} steps, above the operator's cap caps.flowSteps (${limits.maxSteps})` }] };
+    }
     const reserved = Object.keys(steps).filter((k) => RESERVED_STEP_NAMES.has(k));
     if (reserved.length > 0) return { issues: reserved.map((k) => ({ path: `steps.${k}`, message: `"${k}" cannot name a step` })) };
     const badNames = Object.keys(steps).flatMap((k) => {

@@ -2,7 +2,7 @@
  * Validation of a flow: shape (zod, in spec.ts), then the graph. Every problem is reported as
  * {path, message}; a flow with no issues compiles into a CompiledFlow for the executor.
  */
-import { compileCondition, type CompiledCondition } from './conditions.js';
+import { compileCondition, ConditionEnvironments, type CompiledCondition } from './conditions.js';
 import type { Caps } from './caps.js';
 import {
   DEFAULT_FOREACH_CONCURRENCY,
@@ -37,14 +37,42 @@ export interface CompileOptions {
 
 /** Validates any flow JSON (either form) and compiles it. */
 export function compileFlow(raw: unknown, options: CompileOptions = {}): CompileResult {
-  const shape = parseFlowShape(raw);
+  const shape = parseFlowShape(raw, { maxSteps: options.caps?.flowSteps });
   if (!shape.spec) return { ok: false, issues: shape.issues };
+  const tooCostly = options.caps ? conditionBudgetProblem(shape.spec, options.caps) : undefined;
+  if (tooCostly) return { ok: false, issues: [tooCostly] };
   const issues: FlowIssue[] = [];
   const flow = buildFlow(shape.spec, issues, shape.flat === true);
   if (options.caps) applyCaps(flow, options.caps, issues);
   if (issues.length === 0) issues.push(...checkRegions(flow));
   if (issues.length > 0) return { ok: false, issues };
   return { ok: true, flow, issues: [] };
+}
+
+/** All of a flow's conditions together: at most this many characters of CEL (compiling costs about 1 µs per character). */
+export const MAX_FLOW_CONDITION_CHARS = 128 * 1024;
+
+/**
+ * What compiling the flow's conditions would cost, counted before any is parsed: at most
+ * caps.flowSteps branch cases and {@link MAX_FLOW_CONDITION_CHARS} characters of CEL in all, so a
+ * flow at the caps compiles in a fraction of a second however its conditions are spread.
+ */
+function conditionBudgetProblem(spec: FlowSpec, caps: Readonly<Caps>): FlowIssue | undefined {
+  let cases = 0;
+  let chars = 0;
+  for (const step of Object.values(spec.steps)) {
+    for (const b of step.branch ?? []) {
+      cases++;
+      chars += b.if.length;
+    }
+  }
+  if (cases > caps.flowSteps) {
+    return { path: 'steps', message: `the flow has ${cases} branch conditions, above the operator's cap caps.flowSteps (${caps.flowSteps}), which bounds conditions as it bounds steps` };
+  }
+  if (chars > MAX_FLOW_CONDITION_CHARS) {
+    return { path: 'steps', message: `the flow's branch conditions have ${chars} characters in all, above the limit of ${MAX_FLOW_CONDITION_CHARS}` };
+  }
+  return undefined;
 }
 
 /** Just the issues: what `stepd validate` prints. */
@@ -126,8 +154,13 @@ function buildFlow(spec: FlowSpec, issues: FlowIssue[], flatForm: boolean): Comp
     else issues.push({ path: 'inputSchema', message: c.message });
   }
 
+  // Built once per flow: a flow may name hundreds of aliases and thousands of conditions.
+  const aliasList = [...aliases];
+  const itemRoots = new Set(['item', 'index', ...aliasList]);
+  const itemWords = new RegExp(`\\b(?:${[...itemRoots].join('|')})\\b`);
+  const conditions = new ConditionEnvironments();
   for (const [name, step] of Object.entries(spec.steps)) {
-    const compiled = buildStep(name, step, { names, roots, aliases: [...aliases], issues, flatForm, schemas });
+    const compiled = buildStep(name, step, { names, roots, aliases: aliasList, issues, flatForm, schemas, conditions, itemRoots, itemWords });
     if (compiled) flow.steps.set(name, compiled);
   }
   return flow;
@@ -140,6 +173,11 @@ interface BuildContext {
   issues: FlowIssue[];
   flatForm: boolean;
   schemas: SchemaCompiler;
+  /** CEL environments shared by the flow's conditions. */
+  conditions: ConditionEnvironments;
+  /** item, index and the forEach aliases; itemWords finds them in a condition. */
+  itemRoots: ReadonlySet<string>;
+  itemWords: RegExp;
 }
 
 function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep | undefined {
@@ -266,7 +304,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   // Templates and conditions.
   const stepRefs = new Set<string>();
   let usesItem = false;
-  const itemRoots = new Set(['item', 'index', ...ctx.aliases]);
+  const { itemRoots } = ctx;
   const checkRefs = (value: unknown, path: string, allowResult: boolean) => {
     let refs: TemplateRef[];
     try {
@@ -327,13 +365,13 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   const cases: { condition: CompiledCondition; then: string }[] = [];
   s.branch?.forEach((b, i) => {
     try {
-      const condition = compileCondition(b.if, ctx.aliases);
+      const condition = compileCondition(b.if, ctx.aliases, ctx.conditions);
       cases.push({ condition, then: b.then });
       for (const ref of conditionStepRefs(b.if)) {
         if (!ctx.names.has(ref)) issues.push({ path: `${at}.branch[${i}].if`, message: `condition refers to step "${ref}", which does not exist` });
         else stepRefs.add(ref);
       }
-      if (/\b(item|index)\b/.test(b.if) || ctx.aliases.some((a) => new RegExp(`\\b${a}\\b`).test(b.if))) usesItem = true;
+      if (ctx.itemWords.test(b.if)) usesItem = true;
     } catch (err) {
       issues.push({ path: `${at}.branch[${i}].if`, message: (err as Error).message });
     }

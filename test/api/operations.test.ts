@@ -213,6 +213,16 @@ describe('workflow operations as a user', () => {
     expect(await t.q('SELECT id FROM stepd.workflows')).toEqual([]);
   });
 
+  it('an input over the caps the database holds (written by the executor) is refused as invalid_input, not an internal error', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { caps: { inputBytes: 10_000 } });
+    const ops = operations(t);
+    const err = await refusal(ops.startWorkflow('alice', { name: 'big', flow: gated(), input: { text: 'x'.repeat(20_000) } }));
+    expect(err.code).toBe('invalid_input');
+    expect(err.message).toMatch(/input is 200\d\d bytes as JSON, above caps\.inputBytes \(10000 bytes\)/);
+    expect(await t.q('SELECT id FROM stepd.workflows')).toEqual([]);
+  });
+
   it('cancels an active workflow once; a second cancel is refused', async () => {
     const t = await createTestSchema();
     const ops = operations(t);

@@ -81,8 +81,10 @@ describe("the operator's caps with a real executor", () => {
     { cap: 'inputBytes', caps: { inputBytes: 1_000 }, flow: ONE_STEP, input: { blob: BIG }, code: 'cap_exceeded' },
   ])('a workflow above caps.$cap fails at admission with $code naming the cap, before any step', async ({ cap, caps, flow, input, code }) => {
     const t = await createTestSchema();
-    await startWithCaps(t, caps);
+    // Inserted before the executor writes its lower caps into the database (sql/0021 would refuse
+    // the input at INSERT afterwards): admission checks what the database let through.
     const id = await insertWorkflow(t, flow, input);
+    await startWithCaps(t, caps);
     const beside = await insertWorkflow(t, ONE_STEP);
     const wf = await waitForWorkflow(t, id);
     expect(wf.status).toBe('failed');

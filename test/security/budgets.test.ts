@@ -72,7 +72,6 @@ const CAP_CASES: CapCase[] = [
   { cap: 'steps', caps: { steps: 20 }, flow: { maxSteps: 1_000_000, start: 'a', steps: { a: { tool: 'core.noop', done: true } } }, maxRows: 0 },
   { cap: 'forEachItems', caps: { forEachItems: 10 }, flow: forEachFlow(), input: { items: items(50) }, maxRows: 1 },
   { cap: 'forEachConcurrency', caps: { forEachConcurrency: 4 }, flow: forEachFlow(50), input: { items: items(5) }, maxRows: 0 },
-  { cap: 'inputBytes', caps: { inputBytes: 1_000 }, flow: ONE_STEP, input: { blob: BIG }, maxRows: 0 },
   { cap: 'resultBytes', caps: { resultBytes: 1_000 }, flow: { start: 'a', steps: { a: { tool: 'core.echo', args: { blob: BIG }, done: true } } }, maxRows: 1 },
   {
     cap: 'outputBytes',
@@ -92,6 +91,17 @@ describe("the operator's caps", () => {
     expect(JSON.stringify(wf.error)).toContain(cap);
     expect((await getSteps(env.t, id)).length).toBeLessThanOrEqual(maxRows);
     expect(wf.output).toBeNull();
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('an input over caps.inputBytes is refused by the database at INSERT naming the cap (sql/0021), and nothing else is disturbed', async () => {
+    const env = await securityEnv({ config: { caps: { inputBytes: 1_000 } } });
+    const err = await clientInsert(env.client, ONE_STEP, { input: { blob: BIG } }).then(
+      () => undefined,
+      (e: { code?: string; message: string }) => e,
+    );
+    expect(err).toMatchObject({ code: '54000', message: expect.stringContaining('caps.inputBytes (1000 bytes)') });
+    expect(await env.t.q(`SELECT id FROM stepd.workflows WHERE name = 'attack'`)).toEqual([]);
     await env.bystander.assertUndisturbedAndServed();
   });
 

@@ -16,9 +16,14 @@ describe('registered flows cannot poison admission', () => {
     const q = env.client.q;
     const deep = '['.repeat(5000) + ']'.repeat(5000);
     const big = JSON.stringify({ x: 'x'.repeat(2 * 1024 * 1024) });
+    // Over the 1 MiB flow size limit: refused by the database at INSERT (sql/0021).
+    const err = await q(`INSERT INTO stepd.flows (name, flow) VALUES ('big', $1::jsonb)`, [step(big)]).then(
+      () => undefined,
+      (e: { code?: string; message: string }) => e,
+    );
+    expect(err).toMatchObject({ code: '54000', message: expect.stringContaining('above the flow size limit (1048576 bytes)') });
     const flows: [string, string][] = [
       ['deep', step(`{"x":${deep}}`)],
-      ['big', step(big)],
     ];
     for (const [name, flow] of flows) await q(`INSERT INTO stepd.flows (name, flow) VALUES ($1, $2::jsonb)`, [name, flow]);
     // Control, bidi and zero-width names are refused by the registry itself (sql/0023, flowNames.test.ts).
@@ -35,14 +40,13 @@ describe('registered flows cannot poison admission', () => {
     }
     expect(outcome).toMatchObject({
       deep: ['failed', 'invalid_flow'],
-      big: ['failed', 'invalid_flow'],
       version: ['failed', 'unknown_flow'],
     });
     // Workflows naming them name no registered flow.
     expect(outcome['line\nbreak']).toEqual(['failed', 'unknown_flow']);
     expect(outcome['rtl\u202eyap']).toEqual(['failed', 'unknown_flow']);
     expect(outcome['zero\u200bwidth']).toEqual(['failed', 'unknown_flow']);
-    for (const id of [ids.deep!, ids.big!, ids.version!]) expect(await getSteps(env.t, id)).toEqual([]);
+    for (const id of [ids.deep!, ids.version!]) expect(await getSteps(env.t, id)).toEqual([]);
     await assertServing(env.t);
     await env.bystander.assertUndisturbedAndServed();
   });
@@ -52,16 +56,28 @@ describe('registered flows cannot poison admission', () => {
     const q = env.client.q;
     // 17 MiB of JSON text: over the database's 16 MiB ceiling on a flow (the executor's own limit is 1 MiB).
     const huge = step(JSON.stringify({ x: 'x'.repeat(17 * 1024 * 1024) }));
-    await refused(q(`INSERT INTO stepd.flows (name, flow) VALUES ('huge', $1::jsonb)`, [huge]), /flows_flow_at_most_16_mib/);
-    await refused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('huge', $1::jsonb, '{}')`, [huge]), /workflows_flow_at_most_16_mib/);
+    // Refused by the caps checked in SQL (sql/0021, SQLSTATE 54000) before the ceilings of sql/0017 are reached.
+    await sizeRefused(q(`INSERT INTO stepd.flows (name, flow) VALUES ('huge', $1::jsonb)`, [huge]), /above the flow size limit/);
+    await sizeRefused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('huge', $1::jsonb, '{}')`, [huge]), /above the flow size limit/);
     // 65 MiB of input: over the 64 MiB ceiling (caps.inputBytes may be at most 8 MiB).
     const bigInput = JSON.stringify({ x: 'x'.repeat(65 * 1024 * 1024) });
-    await refused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('big-input', $1::jsonb, $2::jsonb)`, [step('{}'), bigInput]), /workflows_input_at_most_64_mib/);
+    await sizeRefused(q(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('big-input', $1::jsonb, $2::jsonb)`, [step('{}'), bigInput]), /above caps\.inputBytes/);
     const [small] = await q<{ id: string }>(`INSERT INTO stepd.workflows (name, flow, input) VALUES ('small', $1::jsonb, '{}') RETURNING id`, [step('{}')]);
-    await refused(q(`UPDATE stepd.workflows SET input = $2::jsonb WHERE id = $1`, [small!.id, bigInput]), /workflows_input_at_most_64_mib|may not be changed|only a workflow that is still/);
+    await sizeRefused(q(`UPDATE stepd.workflows SET input = $2::jsonb WHERE id = $1`, [small!.id, bigInput]), /above caps\.inputBytes|may not be changed|only a workflow that is still/);
     expect(await q(`SELECT name FROM stepd.flows WHERE name = 'huge'`)).toEqual([]);
     expect(await q(`SELECT id FROM stepd.workflows WHERE name IN ('huge', 'big-input')`)).toEqual([]);
     await assertServing(env.t);
     await env.bystander.assertUndisturbedAndServed();
   });
 });
+
+/** Refused by a size check: the caps in SQL (54000) or a guard (23514, 42501). */
+async function sizeRefused(promise: Promise<unknown>, rule: RegExp): Promise<void> {
+  const err = await promise.then(
+    () => undefined,
+    (e: { code?: string; message: string }) => e,
+  );
+  expect(err, `expected the write to be refused (${rule})`).toBeDefined();
+  expect(['54000', '23514', '42501']).toContain(err!.code);
+  expect(err!.message).toMatch(rule);
+}
