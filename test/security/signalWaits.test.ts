@@ -192,4 +192,54 @@ describe('signals inserted while waits are being created', () => {
     expect([...got].sort()).toEqual(sent.flat().sort());
     await waitFor(async () => (await getSteps(env.t, id)).every((s) => s.status === 'done'), 'every step done');
   });
+
+  it('a signal whose transaction is open while the wait is created is received when it commits; in REPEATABLE READ it is refused (40001) and received when retried, never missed', async () => {
+    const env = await securityEnv();
+    const id = await clientInsert(env.client, heldWait({ name: 'payment.received', key: 'o-5' }));
+    const hold = await waitForStep(env.t, id, 'hold', 'pending');
+    const conn = await env.client.pool.connect();
+    try {
+      await conn.query('BEGIN');
+      const [sig] = (await conn.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('payment.received', 'o-5') RETURNING id::text`)).rows;
+      // The wait is created now, while the signal is not committed: neither sees the other yet.
+      await env.t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [hold.id]);
+      // The executor's transaction creating the wait waits for the signal's (its bucket row).
+      await waitFor(
+        async () =>
+          (await env.t.q(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%signal_wait_locks%' AND datname = current_database()`)).length > 0,
+        'the wait creation to wait for the open signal',
+      );
+      expect((await getSteps(env.t, id)).map((s) => s.name)).toEqual(['hold']);
+      await conn.query('COMMIT');
+      const wf = await waitForWorkflow(env.t, id);
+      expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+      expect(wf.output).toMatchObject({ id: sig.id });
+    } finally {
+      conn.release(true);
+    }
+
+    // REPEATABLE READ: the client's snapshot predates a wait created meanwhile.
+    const rr = await clientInsert(env.client, heldWait({ name: 'payment.received', key: 'o-6' }));
+    const rrHold = await waitForStep(env.t, rr, 'hold', 'pending');
+    const c2 = await env.client.pool.connect();
+    try {
+      await c2.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await c2.query(`SELECT count(*) FROM ${env.t.schema}.signals`);
+      await env.t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [rrHold.id]);
+      await waitForStep(env.t, rr, 'w', 'pending');
+      const err = await c2.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('payment.received', 'o-6')`).then(
+        () => undefined,
+        (e: { code?: string }) => e,
+      );
+      // The executor updated the wait's bucket row after this snapshot: refused, the client retries.
+      expect(err?.code).toBe('40001');
+      await c2.query('ROLLBACK');
+      expect((await getSteps(env.t, rr)).find((s) => s.name === 'w')!.status).toBe('pending');
+      const retried = await send(env.client, 'payment.received', 'o-6');
+      expect((await waitForWorkflow(env.t, rr)).output).toMatchObject({ id: retried });
+    } finally {
+      c2.release(true);
+    }
+    await env.bystander.assertUndisturbedAndServed();
+  });
 });
