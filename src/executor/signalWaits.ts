@@ -12,21 +12,36 @@
  */
 import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../db/queries.js';
 import type { CompiledStep } from '../flow/compiled.js';
-import { resolveSignalWait, SIGNAL_TIMEOUT } from '../flow/signalWait.js';
+import { resolveSignalWait, SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../flow/signalWait.js';
 import type { TemplateScope } from '../flow/templates.js';
 import type { Outcome } from './advance.js';
 import type { TxWriter } from './txWriter.js';
 
 type StepBase = Pick<NewStep, 'workflowId' | 'name' | 'tool' | 'attempt' | 'fanoutId' | 'itemIndex'> & { firstAttemptId?: string };
 
+/** The wait of a new row: its key template resolved in `scope` (a first attempt). */
+export function signalWaitOf(step: CompiledStep, scope: TemplateScope): ResolvedSignalWait {
+  return resolveSignalWait(step, scope);
+}
+
+/**
+ * The wait a redriven attempt repeats: the names and key its failed row recorded (its key
+ * template is not resolved twice), since as the flow says (a `"step"` wait starts afresh).
+ */
+export function signalWaitAgain(step: CompiledStep, args: unknown): ResolvedSignalWait {
+  const recorded = (args as { signal?: { names?: unknown; key?: unknown } } | null)?.signal;
+  const names = Array.isArray(recorded?.names) && recorded.names.every((n) => typeof n === 'string') ? (recorded.names as string[]) : (step.signal?.names ?? []);
+  const key = typeof recorded?.key === 'string' ? recorded.key : null;
+  return { names, key, since: step.signal?.since ?? 'workflow' };
+}
+
 /** Creates the waiting row of `step` and matches it at once; returns its id and whether it still waits. */
 export async function startSignalWait(
   ctx: { db: Queryable; writer: TxWriter; schema: string },
   step: CompiledStep,
   base: StepBase,
-  scope: TemplateScope,
+  wait: ResolvedSignalWait,
 ): Promise<{ id: string; waiting: boolean; wait: { names: string[]; key: string | null; since: string | null } }> {
-  const wait = resolveSignalWait(step, scope);
   const timeout = step.signal?.timeoutMs;
   await ctx.writer.flush();
   // Before the row can be matched: a signal inserted meanwhile has committed (found below) or

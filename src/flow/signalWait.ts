@@ -79,8 +79,15 @@ export function compileSignalWait(
   return wait;
 }
 
+/** A wait with its key resolved: what a row records in `args.signal` (since filled in by the database). */
+export interface ResolvedSignalWait {
+  names: string[];
+  key: string | null;
+  since: SignalSince;
+}
+
 /** The wait a new row records: names and since as compiled, the key template resolved in `scope`. */
-export function resolveSignalWait(step: CompiledStep, scope: TemplateScope): { names: string[]; key: string | null; since: SignalSince } {
+export function resolveSignalWait(step: CompiledStep, scope: TemplateScope): ResolvedSignalWait {
   const wait = step.signal;
   if (!wait) throw new StepError('bad_step', `step "${step.name}" does not wait for a signal`);
   if (wait.key === undefined) return { names: wait.names, key: null, since: wait.since };

@@ -9,7 +9,7 @@
  *   signal, none twice, none missed (by key, and many waits of one workflow on one name).
  */
 import { describe, expect, it } from 'vitest';
-import { clientInsert, getSteps, refused, securityEnv, waitFor, waitForStep, waitForWorkflow, type ClientRole } from './helpers.js';
+import { clientInsert, createClientRole, getSteps, refused, securityEnv, waitFor, waitForStep, waitForWorkflow, type ClientRole } from './helpers.js';
 
 const send = async (client: ClientRole, name: string, key: string | null = null, payload: object = {}): Promise<string> =>
   (await client.q<{ id: string }>(`INSERT INTO stepd.signals (name, key, payload) VALUES ($1, $2, $3) RETURNING id::text`, [name, key, JSON.stringify(payload)]))[0]!.id;
@@ -117,6 +117,27 @@ describe('a signal step', () => {
     // A signal after the timeout changes nothing.
     await send(env.client, 'never.sent');
     expect((await getSteps(env.t, id)).find((s) => s.name === 'w')!.status).toBe('failed');
+  });
+
+  it('a workflow failed by signal_timeout and redriven waits again for the same name and key', async () => {
+    const env = await securityEnv();
+    const id = await clientInsert(env.client, { start: 'w', steps: { w: { signal: { name: 'late.one', key: '{{input.k}}', timeout: '200ms' }, done: true, output: '{{result}}' } } }, { input: { k: 'r-1' } });
+    const failed = await waitForWorkflow(env.t, id);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatchObject({ code: 'signal_timeout' });
+    // Sent after the failure (still after the workflow began): the redriven wait finds the right one at once.
+    await send(env.client, 'late.one', 'r-2');
+    const sig = await send(env.client, 'late.one', 'r-1');
+    await env.client.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1`, [id]);
+    const wf = await waitForWorkflow(env.t, id);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ id: sig, key: 'r-1' });
+    const attempts = (await getSteps(env.t, id)).filter((s) => s.name === 'w');
+    expect(attempts.map((s) => [s.attempt, s.status])).toEqual([
+      [1, 'failed'],
+      [2, 'done'],
+    ]);
+    expect(attempts[1]!.args).toMatchObject({ signal: { names: ['late.one'], key: 'r-1' } });
   });
 
   it('a rolled-back insert wakes nothing; a client cannot ready a wait by hand', async () => {
@@ -240,6 +261,38 @@ describe('signals inserted while waits are being created', () => {
     } finally {
       c2.release(true);
     }
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it("a client holding a signal's transaction open delays only waits on its bucket: another role's workflow and other waits go on", async () => {
+    const env = await securityEnv();
+    const other = await createClientRole(env.t);
+    const held = await clientInsert(env.client, heldWait({ name: 'held.name', key: 'h-1' }));
+    const hold = await waitForStep(env.t, held, 'hold', 'pending');
+    const conn = await env.client.pool.connect();
+    try {
+      await conn.query('BEGIN');
+      await conn.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('held.name', 'h-1')`);
+      await env.t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [hold.id]);
+      // Meanwhile: another role's one-step workflow, and another role's wait on another name.
+      const quick = await clientInsert(other, { start: 'a', steps: { a: { tool: 'core.echo', args: { ok: 1 }, done: true, output: '{{result}}' } } });
+      const elsewhere = await clientInsert(other, { start: 'w', steps: { w: { signal: { name: 'other.name' }, done: true, output: '{{result}}' } } });
+      await waitForStep(env.t, elsewhere, 'w', 'pending');
+      await send(other, 'other.name');
+      for (const id of [quick, elsewhere]) {
+        const wf = await waitForWorkflow(env.t, id);
+        expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+      }
+      const [row] = await env.t.q<{ ms: number }>(`SELECT extract(epoch FROM completed_at - created_at) * 1000 AS ms FROM stepd.workflows WHERE id = $1`, [quick]);
+      expect(Number(row!.ms)).toBeLessThan(1_000);
+      await conn.query('COMMIT');
+    } finally {
+      conn.release(true);
+    }
+    // The held workflow waited, lost nothing, and received the signal once it committed.
+    const wf = await waitForWorkflow(env.t, held);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ name: 'held.name', key: 'h-1' });
     await env.bystander.assertUndisturbedAndServed();
   });
 });
