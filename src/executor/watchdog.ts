@@ -160,7 +160,8 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'gate-expired', outcome });
     if (r.recorded.has(row.id)) {
       report.gatesExpired++;
-      deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
+      if (flowStep.kind === 'signal') deps.log.info({ workflowId: row.workflow_id, stepId: row.id }, 'signal wait timed out');
+      else deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
     }
     deps.onResult(r);
   }
