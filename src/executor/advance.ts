@@ -18,7 +18,8 @@ import type { WorkflowInfo } from './workflowCache.js';
 import { ScopeBuilder } from './scope.js';
 import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
 import { startSubWorkflowStep } from './subWorkflows.js';
-import { signalWaitOf, startSignalWait } from './signalWaits.js';
+import { startSignalWait } from './signalWaits.js';
+import { resolveSignalWait } from '../flow/signalWait.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
 
 export interface AdvanceDeps {
@@ -258,7 +259,7 @@ export class Advance implements ForkHost {
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
         case 'signal': {
           const scope = await this.scopes.forStep(step, pos, extra);
-          const w = await startSignalWait({ db: this.db, writer: this.writer, schema: this.deps.schema }, step, base, signalWaitOf(step, scope));
+          const w = await startSignalWait({ db: this.db, writer: this.writer, schema: this.deps.schema }, step, base, resolveSignalWait(step, scope));
           if (w.waiting) this.event('step.waiting', { stepId: w.id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}) });
           return;
         }

@@ -12,17 +12,11 @@
  */
 import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../db/queries.js';
 import type { CompiledStep } from '../flow/compiled.js';
-import { resolveSignalWait, SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../flow/signalWait.js';
-import type { TemplateScope } from '../flow/templates.js';
+import { SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../flow/signalWait.js';
 import type { Outcome } from './advance.js';
 import type { TxWriter } from './txWriter.js';
 
 type StepBase = Pick<NewStep, 'workflowId' | 'name' | 'tool' | 'attempt' | 'fanoutId' | 'itemIndex'> & { firstAttemptId?: string };
-
-/** The wait of a new row: its key template resolved in `scope` (a first attempt). */
-export function signalWaitOf(step: CompiledStep, scope: TemplateScope): ResolvedSignalWait {
-  return resolveSignalWait(step, scope);
-}
 
 /**
  * The wait a redriven attempt repeats: the names and key its failed row recorded (its key
@@ -35,7 +29,11 @@ export function signalWaitAgain(step: CompiledStep, args: unknown): ResolvedSign
   return { names, key, since: step.signal?.since ?? 'workflow' };
 }
 
-/** Creates the waiting row of `step` and matches it at once; returns its id and whether it still waits. */
+/**
+ * Creates the waiting row of `step` for `wait` (a first attempt: resolveSignalWait; a redriven
+ * one: signalWaitAgain) and matches it at once; returns its id, whether it still waits, and what
+ * it waits for (since as the database set it).
+ */
 export async function startSignalWait(
   ctx: { db: Queryable; writer: TxWriter; schema: string },
   step: CompiledStep,
