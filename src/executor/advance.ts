@@ -10,7 +10,7 @@ import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { getPrecedingRowInChain, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
+import { getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
@@ -162,6 +162,12 @@ export class Advance implements ForkHost {
         // A gate lost while its readying was taken waits for a decision again: a ready row
         // without a result would read as an approval.
         if (getStep(this.wf.flow, origin.name).kind === 'gate') return this.gateAgain(origin, pos);
+        // A signal wait lost after its claim keeps the signal it consumed (never a retry without it).
+        if (getStep(this.wf.flow, origin.name).kind === 'signal') {
+          await this.flush();
+          const result = await getReceivedSignal(this.db, origin.firstAttemptId ?? origin.id);
+          return this.queue({ workflowId: this.wf.id, name: origin.name, tool: null, args: origin.args, status: 'ready', attempt: origin.attempt + 1, readyInMs: 0, result, firstAttemptId: origin.firstAttemptId ?? origin.id, ...pos });
+        }
         return this.queue({
           workflowId: this.wf.id,
           name: origin.name,

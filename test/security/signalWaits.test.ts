@@ -9,7 +9,8 @@
  *   signal, none twice, none missed (by key, and many waits of one workflow on one name).
  */
 import { describe, expect, it } from 'vitest';
-import { clientInsert, createClientRole, getSteps, refused, securityEnv, waitFor, waitForStep, waitForWorkflow, type ClientRole } from './helpers.js';
+import { asExecutor } from '../helpers/db.js';
+import { clientInsert, createClientRole, getSteps, refused, securityEnv, startConfiguredExecutor, waitFor, waitForStep, waitForWorkflow, type ClientRole } from './helpers.js';
 
 const send = async (client: ClientRole, name: string, key: string | null = null, payload: object = {}): Promise<string> =>
   (await client.q<{ id: string }>(`INSERT INTO stepd.signals (name, key, payload) VALUES ($1, $2, $3) RETURNING id::text`, [name, key, JSON.stringify(payload)]))[0]!.id;
@@ -138,6 +139,27 @@ describe('a signal step', () => {
       [2, 'done'],
     ]);
     expect(attempts[1]!.args).toMatchObject({ signal: { names: ['late.one'], key: 'r-1' } });
+  });
+
+  it('a readied wait whose claim was lost (its executor gone) is retried with the signal it consumed', async () => {
+    const env = await securityEnv();
+    const id = await clientInsert(env.client, heldWait({ name: 'lost.claim', key: 'l-1' }));
+    const hold = await waitForStep(env.t, id, 'hold', 'pending');
+    await env.t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [hold.id]);
+    const w = await waitForStep(env.t, id, 'w', 'pending');
+    await env.executor.stop({ graceMs: 0 });
+    const sig = await send(env.client, 'lost.claim', 'l-1');
+    // As if an executor that then died had claimed it: running under a dead id, its lease run out.
+    await asExecutor(env.t, `UPDATE stepd.workflow_steps SET status = 'running', executor_id = 'gone', started_at = now(), lease_until = now() - interval '1 second' WHERE id = $1`, [w.id]);
+    await startConfiguredExecutor(env.t, {}, { providers: [env.probe] });
+    const wf = await waitForWorkflow(env.t, id);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ id: sig, key: 'l-1' });
+    const attempts = (await getSteps(env.t, id)).filter((s) => s.name === 'w');
+    expect(attempts.map((s) => [s.attempt, s.status, s.error?.code ?? null])).toEqual([
+      [1, 'failed', 'lost'],
+      [2, 'done', null],
+    ]);
   });
 
   it('a rolled-back insert wakes nothing; a client cannot ready a wait by hand', async () => {

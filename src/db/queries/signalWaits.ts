@@ -81,3 +81,16 @@ export async function completeSignalWaitIfSignalled(db: Queryable, stepId: strin
   });
   return rows[0];
 }
+
+/**
+ * The signal a readied wait received (its row's result), for the retry of an attempt lost after
+ * it was claimed: the signal stays consumed by that row, so the retry completes with it.
+ */
+export async function getReceivedSignal(db: Queryable, stepId: string): Promise<unknown> {
+  const { rows } = await db.query<{ result: unknown }>({
+    name: 'stepd_get_received_signal',
+    text: `SELECT s.result FROM workflow_steps s JOIN signal_consumptions c ON c.step_id = s.id WHERE s.id = $1`,
+    values: [stepId],
+  });
+  return rows[0]?.result ?? null;
+}
