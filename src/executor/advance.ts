@@ -10,7 +10,7 @@ import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { getPrecedingRowInChain, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
+import { getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
@@ -18,6 +18,8 @@ import type { WorkflowInfo } from './workflowCache.js';
 import { ScopeBuilder } from './scope.js';
 import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
 import { startSubWorkflowStep } from './subWorkflows.js';
+import { startSignalWait } from './signalWaits.js';
+import { resolveSignalWait } from '../flow/signalWait.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
 
 export interface AdvanceDeps {
@@ -160,6 +162,12 @@ export class Advance implements ForkHost {
         // A gate lost while its readying was taken waits for a decision again: a ready row
         // without a result would read as an approval.
         if (getStep(this.wf.flow, origin.name).kind === 'gate') return this.gateAgain(origin, pos);
+        // A signal wait lost after its claim keeps the signal it consumed (never a retry without it).
+        if (getStep(this.wf.flow, origin.name).kind === 'signal') {
+          await this.flush();
+          const result = await getReceivedSignal(this.db, origin.firstAttemptId ?? origin.id);
+          return this.queue({ workflowId: this.wf.id, name: origin.name, tool: null, args: origin.args, status: 'ready', attempt: origin.attempt + 1, readyInMs: 0, result, firstAttemptId: origin.firstAttemptId ?? origin.id, ...pos });
+        }
         return this.queue({
           workflowId: this.wf.id,
           name: origin.name,
@@ -255,6 +263,12 @@ export class Advance implements ForkHost {
         }
         case 'timer':
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
+        case 'signal': {
+          const scope = await this.scopes.forStep(step, pos, extra);
+          const w = await startSignalWait({ db: this.db, writer: this.writer, schema: this.deps.schema }, step, base, resolveSignalWait(step, scope));
+          if (w.waiting) this.event('step.waiting', { stepId: w.id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}) });
+          return;
+        }
         case 'workflow': {
           const scope = await this.scopes.forStep(step, pos, extra);
           const deps = { schema: this.deps.schema, log: this.deps.log, caps: this.wf.flow.caps };

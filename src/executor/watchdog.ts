@@ -24,6 +24,7 @@ import {
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
+import { signalTimeoutOutcome } from './signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
 import { emptyTxResult } from './writerTransaction.js';
@@ -146,9 +147,12 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   for (const row of await findExpiredGates(pool, batch)) {
     const wf = (await deps.tx.cache.load(pool, [row.workflow_id])).get(row.workflow_id);
     if (!wf) continue;
-    const onTimeout = getStep(wf.flow, row.name).approval?.onTimeout ?? 'fail';
+    const flowStep = getStep(wf.flow, row.name);
+    const onTimeout = flowStep.approval?.onTimeout ?? 'fail';
     const outcome: Outcome =
-      onTimeout === 'approve'
+      flowStep.kind === 'signal'
+        ? signalTimeoutOutcome(flowStep)
+        : onTimeout === 'approve'
         ? { status: 'done', result: { approved: true, timedOut: true } }
         : onTimeout === 'reject'
           ? { status: 'failed', error: { code: 'rejected', message: 'rejected: the approval timed out', retryable: false, details: { timedOut: true } } }
@@ -156,7 +160,8 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     const r = await finishUnlessHeld(deps, deps.tx, { stepId: row.id, workflowId: row.workflow_id, guard: 'gate-expired', outcome });
     if (r.recorded.has(row.id)) {
       report.gatesExpired++;
-      deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
+      if (flowStep.kind === 'signal') deps.log.info({ workflowId: row.workflow_id, stepId: row.id }, 'signal wait timed out');
+      else deps.log.info({ workflowId: row.workflow_id, stepId: row.id, onTimeout }, 'gate timed out');
     }
     deps.onResult(r);
   }
