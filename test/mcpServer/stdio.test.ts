@@ -82,6 +82,20 @@ describe('stepd mcp (stdio)', () => {
     expect(missing.stderr).toContain('has no stepd tables in schema "no_such_schema"');
   });
 
+  it('send_signal inserts a signal stamped with the server\'s database role; a payload that is not an object is refused and inserts nothing', async () => {
+    const t = await createTestSchema();
+    const client = await connect(t, ['--user', 'alice']);
+    const sent = await ok(client, 'send_signal', { name: 'payment.received', key: 'order-42', payload: { amount: 1200 } });
+    expect(sent).toMatchObject({ name: 'payment.received', key: 'order-42', payload: { amount: 1200 }, createdRole: 'postgres' });
+    const rows = await t.q(`SELECT id::text, name, key, payload, created_role FROM stepd.signals`);
+    expect(rows).toEqual([{ id: sent.signalId, name: 'payment.received', key: 'order-42', payload: { amount: 1200 }, created_role: 'postgres' }]);
+    const notObject = await call(client, 'send_signal', { name: 'payment.received', payload: [1, 2] });
+    expect(notObject.isError).toBe(true);
+    const noName = await call(client, 'send_signal', { name: '  ' });
+    expect(noName).toMatchObject({ isError: true, content: [{ text: 'the signal name must not be empty; no signal was sent' }] });
+    expect(await t.q(`SELECT count(*)::int AS n FROM stepd.signals`)).toEqual([{ n: 1 }]);
+  });
+
   it('takes the user from STEPD_USER without --user, and answers invalid flows with their issues', async () => {
     const t = await createTestSchema();
     const client = await connect(t, [], { STEPD_USER: 'carol' });
