@@ -9,6 +9,7 @@ export * from './queries/outcomes.js';
 export * from './queries/steps.js';
 export * from './queries/fanouts.js';
 export * from './queries/signals.js';
+export * from './queries/signalRows.js';
 export * from './queries/executors.js';
 export * from './queries/leases.js';
 export * from './queries/progress.js';

@@ -5,7 +5,8 @@
  *                       updates (cancel, redrive, edit its own new workflow, ready a pending step),
  *                       delete its finished workflows and remove its schedules through two
  *                       SECURITY DEFINER functions (sql/0020), read the flow registry and add
- *                       versions. The guard triggers decide which rows and values.
+ *                       versions, send and read signals (sql/0024). The guard triggers decide
+ *                       which rows and values.
  * Clients hold no table-level UPDATE, DELETE or TRUNCATE privilege: PostgreSQL lets any of those
  * take every LOCK TABLE mode, so one client could hold ACCESS EXCLUSIVE and stall everyone.
  * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
@@ -68,6 +69,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
     // The caps the database checks before work (sql/0021): clients read them, only executors write them.
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
+    // Signals (sql/0024): clients send and read them, never change or delete them.
+    ...(tables.includes('signals') ? [`GRANT SELECT, INSERT (name, key, payload) ON ${t('signals')} TO ${ident(r.client)}`] : []),
   ];
 }
 
