@@ -81,28 +81,3 @@ export async function redriveWorkflowIfFailed(
   });
   return rows[0];
 }
-
-export interface InsertedSignal {
-  id: string;
-  name: string;
-  key: string | null;
-  payload: unknown;
-  created_at: Date;
-  /** The writing role (session_user), stamped by the database. */
-  created_role: string;
-}
-
-/**
- * Sends a signal: `INSERT INTO signals (name, key, payload)`, the statement any service runs (in
- * its own transaction, beside its business write). The database stamps created_at and
- * created_role, checks name, key and size (54000 over the caps) and, in the same transaction,
- * readies the steps waiting for it.
- */
-export async function insertSignal(db: Queryable, signal: { name: string; key: string | null; payload: Record<string, unknown> }): Promise<InsertedSignal> {
-  const { rows } = await db.query<InsertedSignal>({
-    text: `INSERT INTO signals (name, key, payload) VALUES ($1, $2, $3::jsonb)
-        RETURNING id, name, key, payload, created_at, created_role`,
-    values: [signal.name, signal.key, JSON.stringify(signal.payload)],
-  });
-  return rows[0]!;
-}
