@@ -34,6 +34,7 @@ import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
 import type { TxDeps, TxResult } from './transactions.js';
 import { TxWriter, type ClaimOnCreate } from './txWriter.js';
+import { signalWaitAgain, startSignalWait } from './signalWaits.js';
 import type { WorkflowInfo } from './workflowCache.js';
 
 export interface RedriveResult extends TxResult {
@@ -179,6 +180,12 @@ async function applyAction(deps: TxDeps, client: pg.PoolClient, advance: Advance
           ...(row.item_index !== null ? { itemIndex: row.item_index } : {}),
           ...(typeof message === 'string' ? { message } : {}),
         });
+        return;
+      }
+      if (step.kind === 'signal') {
+        // It waits again for what its row recorded (a signal it consumed stays consumed).
+        const again = await startSignalWait({ db: client, writer: w, schema: deps.schema }, step, base, signalWaitAgain(step, row.args));
+        if (again.waiting) advance.event('step.waiting', { stepId: again.id, step: row.name, attempt: base.attempt, ...(row.item_index !== null ? { itemIndex: row.item_index } : {}) });
         return;
       }
       if (step.kind === 'timer') {

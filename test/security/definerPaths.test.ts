@@ -5,8 +5,8 @@
  * front of a definer function's names makes the owner run the client's code. Every definer
  * function of the schema pins `search_path = pg_catalog, pg_temp` (read from pg_proc, so future
  * functions are held to it too), and every path a client can drive through one (cancel, cancel a
- * parent with a live child, a child's end settling its parent, delete_workflows,
- * remove_schedule) runs none of the client's code as the owner — with the trap armed before the
+ * parent with a live child, a child's end settling its parent, a signal readying a wait,
+ * delete_workflows, remove_schedule) runs none of the client's code as the owner — with the trap armed before the
  * guards first ran in the session, so a type PL/pgSQL resolved once cannot be the client's.
  */
 import pg from 'pg';
@@ -143,9 +143,18 @@ async function runEveryDefinerPath(env: SecurityEnv, run: Run): Promise<void> {
   expect(sub!.result).toMatchObject({ workflowId: settledChild, status: 'cancelled' });
   await waitForWorkflow(env.t, settled);
 
+  // stepd_signals_ready_waits: a signal the client sends readies a wait (its transition table
+  // `added` shadowed in pg_temp too: the trigger must read its own).
+  const signalName = `sig_${env.client.role}`;
+  const waiting = await insertAs(run, { start: 'w', steps: { w: { signal: { name: signalName }, done: true, output: '{{result}}' } } });
+  await waitForStep(env.t, waiting, 'w', 'pending');
+  await run(`CREATE TEMP VIEW added AS SELECT s.* FROM stepd.signals s WHERE pg_temp.f('added')`);
+  await run(`INSERT INTO stepd.signals (name, payload) VALUES ($1, '{"x": 1}')`, [signalName]);
+  expect((await waitForWorkflow(env.t, waiting)).output).toMatchObject({ name: signalName, payload: { x: 1 } });
+
   // delete_workflows: its finished workflows, their steps and children (the guards fire on each row).
-  const deleted = await run<{ id: string }>(`SELECT id FROM stepd.delete_workflows($1::bigint[]) AS id ORDER BY id`, [[later, gated, running, parent, settled]]);
-  expect(deleted.map((r) => r.id)).toEqual([later, gated, running, parent, settled]);
+  const deleted = await run<{ id: string }>(`SELECT id FROM stepd.delete_workflows($1::bigint[]) AS id ORDER BY id`, [[later, gated, running, parent, settled, waiting]]);
+  expect(deleted.map((r) => r.id)).toEqual([later, gated, running, parent, settled, waiting]);
   expect(await env.t.q(`SELECT id FROM stepd.workflows WHERE id = ANY($1::bigint[])`, [[running, parent, settled, liveChild, settledChild]])).toEqual([]);
 
   // remove_schedule: its own schedule.
@@ -186,7 +195,9 @@ describe('SECURITY DEFINER functions', () => {
       [[t.schema, `${t.schema}_boss`], nobody],
     );
     const names = fns.map((f) => f.fn.replace(`${t.schema}.`, ''));
-    expect(names).toEqual(expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'delete_workflows(bigint[])', 'remove_schedule(text)']));
+    expect(names).toEqual(
+      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)']),
+    );
     const unpinned = fns.filter((f) => !pinned(f.config));
     expect(unpinned.map((f) => `${f.fn} ${JSON.stringify(f.config)}`), 'definer functions without search_path = pg_catalog, …, pg_temp').toEqual([]);
     // A role with no grants may call none of them (PUBLIC has no EXECUTE); the contract's two are granted to the client role.
