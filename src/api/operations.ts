@@ -14,7 +14,7 @@ import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
 import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { insertSignal } from '../db/queries/signalRows.js';
-import { describeSignalWait, sendSignalCommand, signalWaitOf } from '../cli/signalWait.js';
+import { describeSignalWait, sendSignalCommand, waitingSignalOf } from '../cli/signalWait.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { ClientsConfig } from '../configFile.js';
@@ -363,7 +363,7 @@ export class Operations {
     const step = await getStepWithWorkflow(this.#deps.db, id);
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
-    const signal = signalWaitOf(step);
+    const signal = waitingSignalOf(step);
     if (signal) {
       throw new OperationError(
         'refused',

@@ -13,7 +13,7 @@ import { getStepsForEvents, getWorkflowsForEvents, type EventStepRow, type Event
 import type { Database, WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { between } from './format.js';
-import { signalWaitOf } from './signalWait.js';
+import { waitingSignalOf } from './signalWait.js';
 
 export interface EventRows {
   workflows: Map<string, EventWorkflowRow>;
@@ -79,7 +79,7 @@ export function confirmEvent(e: StepdEvent, rows: EventRows, schema: string): St
       if (row.status !== 'pending' || row.tool !== null) return undefined;
       // A signal wait says what it waits for (from its row, whatever the event claimed); a gate its message.
       const { signal: _s, ...waiting } = base;
-      const signal = signalWaitOf(row);
+      const signal = waitingSignalOf(row);
       if (signal) return { ...waiting, signal: { ...signal } };
       const message = (row.args as { message?: unknown } | null)?.message;
       return { ...waiting, ...(typeof message === 'string' ? { message } : {}), ...error };

@@ -256,7 +256,7 @@ export function describeEvent(e: StepdEvent, row?: EventWorkflowRow): string {
     case 'step.waiting': {
       // A signal wait is no gate: it goes on when the signal is sent, never by an approval.
       if (e.signal) {
-        const wait = { names: e.signal.names, key: e.signal.key, since: e.signal.since };
+        const wait = { names: e.signal.names, key: e.signal.key, since: e.signal.since ?? '' };
         return `${step} ${signalWaitText(wait, new Date(e.at))} → ${sendSignalCommand(wait)}`;
       }
       // A refused readying (approval.schema / approvers) comes back as step.waiting with its error.

@@ -19,7 +19,7 @@ export interface SignalWait {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The wait of a step row, or undefined when the row is no signal wait (a tool step, a gate, a timer…). */
-export function signalWaitOf(row: { tool: string | null; args: unknown }): SignalWait | undefined {
+export function waitingSignalOf(row: { tool: string | null; args: unknown }): SignalWait | undefined {
   if (row.tool !== null || !isObject(row.args) || !isObject(row.args.signal)) return undefined;
   const s = row.args.signal;
   const names = (Array.isArray(s.names) ? s.names : typeof s.name === 'string' ? [s.name] : []).filter((n): n is string => typeof n === 'string');

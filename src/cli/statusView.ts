@@ -11,7 +11,7 @@ import type { StepKind } from '../flow/compiled.js';
 import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
-import { describeSignalWait, sendSignalCommand, signalWaitOf, signalWaitText, type SignalWait } from './signalWait.js';
+import { describeSignalWait, sendSignalCommand, waitingSignalOf, signalWaitText, type SignalWait } from './signalWait.js';
 
 export interface StepView {
   id: string;
@@ -110,7 +110,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
     const finished = r.status === 'done' || r.status === 'failed' || r.status === 'cancelled';
     // A gate or a timer is claimed only once it is readied or due, a sub-workflow step once its
     // child ended: its time is from its creation.
-    const signal = signalWaitOf(r);
+    const signal = waitingSignalOf(r);
     const waits = info?.kind === 'gate' || info?.kind === 'timer' || info?.kind === 'workflow' || signal !== undefined;
     const view: StepView = {
       id: String(r.id),
