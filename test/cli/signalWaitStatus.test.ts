@@ -2,7 +2,7 @@
  * `stepd status` (the built CLI, a real process) of a workflow whose step waits for a signal: it
  * says what for (names, key, since) and offers no approve; `stepd approve` of that step is refused
  * and the row stays pending; `stepd list` does not count it as a gate waiting for approval.
- * (The waiting row is written as the executor writes it: signalWaitRow.ts.)
+ * (The waiting row is made by a real executor: signalWaitRow.ts.)
  */
 import { describe, expect, it } from 'vitest';
 import { createTestSchema } from '../helpers/db.js';
