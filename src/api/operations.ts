@@ -13,8 +13,6 @@ import type pg from 'pg';
 import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
 import { missingFlowMessage } from '../cli/flow.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
-import { insertSignal } from '../db/queries/signalRows.js';
-import { describeSignalWait, sendSignalCommand, waitingSignalOf } from '../cli/signalWait.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { ClientsConfig } from '../configFile.js';
@@ -42,8 +40,8 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
+import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
-import { compactJson } from '../cli/format.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
 export type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WaitingSignal, WorkflowDetails } from './operationTypes.js';
@@ -170,39 +168,11 @@ export class Operations {
   /**
    * Sends a signal (the SQL contract's `INSERT INTO signals (name, key, payload)`) on this pool's
    * database role, which the database stamps as its created_role; the steps waiting for it are
-   * readied in the same transaction. Name, key and size are checked by the database.
+   * readied in the same transaction. Checked first and refused as in signalSending.ts.
    */
   async sendSignal(user: string, args: SendSignalInput): Promise<SentSignal> {
-    if (this.#deps.sharedRole && !(this.#deps.admins ?? []).includes(user)) {
-      throw new OperationError(
-        'permission_denied',
-        `user "${user}" may not send signals here: this server writes as its own database role, which the signal would carry instead of you; ` +
-          'only an admin (config api.admins) may, or send it as your own role (stepd signal, or INSERT INTO signals)',
-        { details: { user } },
-      );
-    }
-    if (typeof args.name !== 'string' || args.name.trim() === '') throw new OperationError('invalid_input', 'the signal name must not be empty; no signal was sent');
-    if (args.key !== undefined && args.key !== null && typeof args.key !== 'string') {
-      throw new OperationError('invalid_input', `the key must be text (got ${JSON.stringify(args.key)}); no signal was sent`);
-    }
-    const payload = args.payload === undefined ? {} : args.payload;
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-      throw new OperationError('invalid_input', `the payload must be a JSON object, like {"amount": 1200} (got ${compactJson(payload, 200)}); no signal was sent`);
-    }
-    const key = args.key === undefined || args.key === null || args.key === '' ? null : args.key;
-    return this.#db(async () => {
-      try {
-        const row = await insertSignal(this.#deps.pool, { name: args.name, key, payload: payload as Record<string, unknown> });
-        return { signalId: String(row.id), name: row.name, key: row.key, payload: row.payload, createdAt: new Date(row.created_at).toISOString(), createdRole: row.created_role };
-      } catch (err) {
-        const refused = toOperationError(err);
-        if (refused.code === 'invalid_input' || refused.code === 'refused') throw new OperationError(refused.code, `${refused.message}; no signal was sent`, { cause: err });
-        if (isPermissionDenied(err)) {
-          throw new OperationError('permission_denied', `${(err as Error).message}: this database role may not send signals (it needs the ${this.#deps.schema}_client role); no signal was sent`, { cause: err });
-        }
-        throw err;
-      }
-    });
+    const signal = checkSignal(user, args, this.#deps);
+    return this.#db(() => insertSignalOrExplain(this.#deps.pool, this.#deps.schema, signal));
   }
 
   /** Recent workflows, newest first. */
@@ -363,14 +333,7 @@ export class Operations {
     const step = await getStepWithWorkflow(this.#deps.db, id);
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
-    const signal = waitingSignalOf(step);
-    if (signal) {
-      throw new OperationError(
-        'refused',
-        `step ${id} (${step.name}) is not a gate: it waits for ${describeSignalWait(signal)} and goes on when one is sent (${sendSignalCommand(signal)}); it cannot be ${verb}`,
-        { details: { signal } },
-      );
-    }
+    refuseSignalWait(step, verb);
     if (step.child_id !== null) {
       // The database refuses it too (sql/0011): it completes when its sub-workflow finishes.
       throw new OperationError(
@@ -413,11 +376,6 @@ export class Operations {
       throw toOperationError(err);
     }
   }
-}
-
-/** 42501: the role lacks a privilege (a role with no grants inserting a signal). */
-function isPermissionDenied(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '42501';
 }
 
 /** A rejection's result: {approved: false, reason?}, keeping what `data` adds. Same as `stepd approve --reject`. */
