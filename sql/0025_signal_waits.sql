@@ -54,9 +54,12 @@ CREATE TABLE signal_consumptions (
 );
 CREATE INDEX signal_consumptions_signal_idx ON signal_consumptions (signal_id);
 
--- Pending signal waits by what they wait for (@> on names and key).
-CREATE INDEX workflow_steps_signal_waits_idx ON workflow_steps USING gin ((args -> 'signal') jsonb_path_ops)
-  WHERE status = 'pending' AND tool IS NULL;
+-- Pending signal waits by what they wait for: by key (a btree, exact), and those without key by
+-- name (names is a JSON array: GIN, the ? operator).
+CREATE INDEX workflow_steps_signal_keys_idx ON workflow_steps (((args -> 'signal') ->> 'key'))
+  WHERE status = 'pending' AND tool IS NULL AND (args -> 'signal') IS NOT NULL;
+CREATE INDEX workflow_steps_signal_names_idx ON workflow_steps USING gin (((args -> 'signal') -> 'names'))
+  WHERE status = 'pending' AND tool IS NULL AND (args -> 'signal') IS NOT NULL AND ((args -> 'signal') ->> 'key') IS NULL;
 
 DO $migration$
 DECLARE
@@ -85,16 +88,23 @@ BEGIN
         -- signal; a wait that another transaction readied meanwhile (a concurrent signal) leaves
         -- its workflow for the next round, which sees that change and takes its next wait.
         FOR round IN 1..10000 LOOP
-          WITH waiting AS (
-            SELECT DISTINCT ON (st.workflow_id) st.id
-              FROM @schema@.workflow_steps st
-             WHERE st.status = 'pending' AND st.tool IS NULL
-               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.@>) pg_catalog.jsonb_build_object('names', pg_catalog.jsonb_build_array(sig.name), 'key', sig.key)
-                    OR (st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.@>) pg_catalog.jsonb_build_object('names', pg_catalog.jsonb_build_array(sig.name), 'key', NULL))
-               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->>) 'since')::pg_catalog.timestamptz <= sig.created_at
-               AND EXISTS (SELECT 1 FROM @schema@.workflows w WHERE w.id = st.workflow_id AND w.status = 'running')
-               AND NOT EXISTS (SELECT 1 FROM @schema@.signal_consumptions c WHERE c.workflow_id = st.workflow_id AND c.signal_id = sig.id)
-             ORDER BY st.workflow_id, st.id
+          WITH candidates AS (
+            SELECT st.id, st.workflow_id, st.args FROM @schema@.workflow_steps st
+             WHERE st.status = 'pending' AND st.tool IS NULL AND (st.args OPERATOR(pg_catalog.->) 'signal') IS NOT NULL
+               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->>) 'key') = sig.key
+               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->) 'names') OPERATOR(pg_catalog.?) sig.name
+            UNION ALL
+            SELECT st.id, st.workflow_id, st.args FROM @schema@.workflow_steps st
+             WHERE st.status = 'pending' AND st.tool IS NULL AND (st.args OPERATOR(pg_catalog.->) 'signal') IS NOT NULL
+               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->>) 'key') IS NULL
+               AND ((st.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->) 'names') OPERATOR(pg_catalog.?) sig.name
+          ), waiting AS (
+            SELECT DISTINCT ON (c.workflow_id) c.id
+              FROM candidates c
+             WHERE ((c.args OPERATOR(pg_catalog.->) 'signal') OPERATOR(pg_catalog.->>) 'since')::pg_catalog.timestamptz <= sig.created_at
+               AND EXISTS (SELECT 1 FROM @schema@.workflows w WHERE w.id = c.workflow_id AND w.status = 'running')
+               AND NOT EXISTS (SELECT 1 FROM @schema@.signal_consumptions sc WHERE sc.workflow_id = c.workflow_id AND sc.signal_id = sig.id)
+             ORDER BY c.workflow_id, c.id
           ), locked AS (
             -- In step id order, so that two signals' transactions never wait for each other in a circle.
             SELECT st.id FROM @schema@.workflow_steps st
