@@ -5,8 +5,9 @@
  * order is cancelled by a signal, which does not wake the first one's wait (another key).
  */
 import path from 'node:path';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { createTestSchema, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { EXAMPLES, envFor, jsonLines, runCli, spawnCli } from './helpers.js';
 
 const FLOW = path.join(EXAMPLES, 'order-payment.json');
@@ -14,6 +15,16 @@ const FLOW = path.join(EXAMPLES, 'order-payment.json');
 describe('docs/signals.md: an order that waits for its payment', () => {
   it('run --follow shows the wait with its names, key and since; stepd signal pays it and the order ships', async () => {
     const t = await createTestSchema();
+    // The events as the executor sends them, before any reader confirms them.
+    const listener = new pg.Client({ connectionString: t.url });
+    await listener.connect();
+    onCleanup(() => listener.end());
+    const sent: Record<string, any>[] = [];
+    listener.on('notification', (n) => {
+      const e = JSON.parse(n.payload ?? '{}') as Record<string, any>;
+      if (e.schema === t.schema) sent.push(e);
+    });
+    await listener.query('LISTEN stepd_events');
     await startExecutor(t);
     const env = envFor(t);
 
@@ -24,6 +35,10 @@ describe('docs/signals.md: an order that waits for its payment', () => {
     const workflowId = jsonLines(json.stdout)[0]!.id as string;
     const [wf] = await t.q<{ created_at: Date }>(`SELECT created_at FROM stepd.workflows WHERE id = $1`, [workflowId]);
     expect(new Date(waiting.signal.since).getTime()).toBe(wf!.created_at.getTime());
+    // The step.waiting event itself carries what the step waits for.
+    const raw = await waitFor(() => sent.find((e) => e.type === 'step.waiting' && e.stepId === waiting.stepId), 'the step.waiting event');
+    expect(raw.signal).toEqual({ names: ['payment.received', 'order.cancelled'], key: 'order-42', since: expect.any(String) });
+    expect(new Date(raw.signal.since).getTime()).toBe(wf!.created_at.getTime());
 
     // A second order, followed as text: its wait is shown in words; its cancellation does not wake order-42.
     const text = spawnCli(['run', FLOW, '--input', '{"orderId": "order-43"}', '--follow'], { env });
