@@ -45,8 +45,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
               ELSE pg_catalog.hashtext('k' || name || E'\x1f' || key) & 1023 END
 $$;
 
+-- No foreign key to workflows: checking one would take a KEY SHARE lock on the workflow row inside
+-- the sender's transaction, which the executor holds FOR UPDATE while it records outcomes (and then
+-- touches step rows the sender holds): a deadlock. Ids are never reused, so a deleted workflow's
+-- rows are inert; they go with their signal (retention).
 CREATE TABLE signal_consumptions (
-  workflow_id  bigint NOT NULL REFERENCES workflows (id) ON DELETE CASCADE,
+  workflow_id  bigint NOT NULL,
   signal_id    bigint NOT NULL REFERENCES signals (id) ON DELETE CASCADE,
   step_id      bigint NOT NULL UNIQUE,
   created_at   timestamptz NOT NULL DEFAULT now(),

@@ -192,6 +192,25 @@ describe('signals inserted while waits are being created', () => {
     expect(await env.t.q(`SELECT count(*)::int AS n, count(DISTINCT signal_id)::int AS signals FROM stepd.signal_consumptions`)).toEqual([{ n, signals: n }]);
   });
 
+  it('ten looping workflows each receive all five signals sent while their waits come and go, in order, once each', async () => {
+    const env = await securityEnv();
+    const flow = {
+      start: 'w',
+      steps: { w: { signal: { name: 'tick' }, branch: [{ if: 'result.payload.n == 5', then: 'end' }], default: 'w' }, end: { done: true } },
+    };
+    const ids = await Promise.all(Array.from({ length: 10 }, () => clientInsert(env.client, flow)));
+    const sent: string[] = [];
+    // One after another (so "oldest first" has one answer), while the executor admits the workflows and re-creates their waits.
+    for (let n = 1; n <= 5; n++) sent.push(await send(env.client, 'tick', `n${n}`, { n }));
+    for (const id of ids) {
+      const wf = await waitForWorkflow(env.t, id);
+      expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+      const got = (await getSteps(env.t, id)).filter((s) => s.name === 'w').map((s) => (s.result as { id: string }).id);
+      expect(got).toEqual(sent);
+    }
+    expect(await env.t.q(`SELECT count(*)::int AS n FROM stepd.signal_consumptions`)).toEqual([{ n: 50 }]);
+  });
+
   it("one workflow's many waits on one name, racing as many signals: each signal consumed once, none missed", async () => {
     const env = await securityEnv();
     const n = 30;
