@@ -57,6 +57,8 @@ export const stepdEvent = z
     error: z.object({ code: z.string(), message: z.string() }).passthrough().optional(),
     /** For step.progress: what the tool reported last (as stored in workflow_steps.progress). */
     progress: z.object({ progress: z.number(), total: z.number().optional(), message: z.string().optional() }).passthrough().optional(),
+    /** For step.waiting of a signal wait: what it waits for (as stored in its row's args.signal). */
+    signal: z.object({ names: z.array(z.string()), key: z.string().nullable(), since: z.string().nullable() }).passthrough().optional(),
     at: z.string(),
   })
   .passthrough();

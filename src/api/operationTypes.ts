@@ -1,5 +1,5 @@
 /** The shapes the workflow operations take and return (src/api/operations.ts). */
-import type { StatusView } from '../cli/statusView.js';
+import type { StatusView, WaitingSignal } from '../cli/statusView.js';
 import type { WorkflowStatus } from '../db/tables.js';
 import type { FlowIssue } from '../flow/spec.js';
 
@@ -41,7 +41,31 @@ export interface WaitingGate {
 export interface WorkflowDetails {
   workflow: StatusView['workflow'];
   steps: StatusView['steps'];
+  /** Gates waiting for someone to approve or reject them. */
   waiting: WaitingGate[];
+  /** Steps waiting for a signal: no gates (nobody approves them); send_signal moves them on. */
+  signals: WaitingSignal[];
+}
+
+export type { WaitingSignal };
+
+export interface SendSignalInput {
+  /** The signal's name, like "payment.received". */
+  name: string;
+  /** Its business key, like "order-42" (default: none; a wait without a key takes it, one with a key does not). */
+  key?: string | null;
+  /** A JSON object (default {}). */
+  payload?: unknown;
+}
+
+export interface SentSignal {
+  signalId: string;
+  name: string;
+  key: string | null;
+  payload: unknown;
+  createdAt: string;
+  /** The database role that wrote it (stamped by the database). */
+  createdRole: string;
 }
 
 export interface ReadiedStep {

@@ -40,10 +40,11 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
+import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
-import type { ReadiedStep, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
+import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
-export type { ReadiedStep, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
+export type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WaitingSignal, WorkflowDetails } from './operationTypes.js';
 
 export { toOperationError };
 
@@ -72,6 +73,13 @@ export interface OperationsDeps {
    * workflows it created (`created_by`). Reads stay open to every user.
    */
   admins?: readonly string[];
+  /**
+   * The pool's database role is shared by every user (the daemon's HTTP side: the dashboard and
+   * /mcp): a signal records the role that wrote it, not the user, and triggers start workflows
+   * as that role, so only admins (`admins`) may send signals through it. Leave it out when the
+   * role is the caller's own (`stepd signal`, `stepd mcp` on the caller's DATABASE_URL).
+   */
+  sharedRole?: boolean;
   /**
    * The tools the daemon can call (built-ins and configured MCP servers), for listTools;
    * `servers` says which MCP servers are worth asking (the caller may call a tool of theirs).
@@ -153,8 +161,18 @@ export class Operations {
           expiresAt: w.expiresAt,
         };
       });
-      return { workflow: view.workflow, steps: view.steps, waiting };
+      return { workflow: view.workflow, steps: view.steps, waiting, signals: view.signals };
     });
+  }
+
+  /**
+   * Sends a signal (the SQL contract's `INSERT INTO signals (name, key, payload)`) on this pool's
+   * database role, which the database stamps as its created_role; the steps waiting for it are
+   * readied in the same transaction. Checked first and refused as in signalSending.ts.
+   */
+  async sendSignal(user: string, args: SendSignalInput): Promise<SentSignal> {
+    const signal = checkSignal(user, args, this.#deps);
+    return this.#db(() => insertSignalOrExplain(this.#deps.pool, this.#deps.schema, signal));
   }
 
   /** Recent workflows, newest first. */
@@ -315,6 +333,7 @@ export class Operations {
     const step = await getStepWithWorkflow(this.#deps.db, id);
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
+    refuseSignalWait(step, verb);
     if (step.child_id !== null) {
       // The database refuses it too (sql/0011): it completes when its sub-workflow finishes.
       throw new OperationError(

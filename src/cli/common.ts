@@ -126,7 +126,7 @@ export interface ClientContext extends Target {
 export async function withDatabase<T>(flags: DatabaseFlags, fn: (ctx: ClientContext) => Promise<T>): Promise<T> {
   const target = await resolveTarget(flags);
   const { createKysely, createPool } = await import('../db/connect.js');
-  const { hasStepdTables } = await import('../db/reads.js');
+  const { hasStepdTables, schemaHiddenFromRole } = await import('../db/reads.js');
   const pool = createPool({ url: target.url, schema: target.schema, role: 'client', max: 3, applicationName: 'stepd-cli' });
   const db = createKysely(pool);
   try {
@@ -135,6 +135,14 @@ export async function withDatabase<T>(flags: DatabaseFlags, fn: (ctx: ClientCont
       ready = await hasStepdTables(db);
     } catch (err) {
       throw unreachable(target, err);
+    }
+    const hidden = ready ? undefined : await schemaHiddenFromRole(db, target.schema);
+    if (hidden) {
+      throw new CliError(
+        `the database role "${hidden.role}" may not use schema "${target.schema}": it needs the role ${target.schema}_client ` +
+          `(GRANT ${target.schema}_client TO ${hidden.role};), or connect as a role that has it`,
+        EXIT.invalid,
+      );
     }
     if (!ready) {
       throw new CliError(

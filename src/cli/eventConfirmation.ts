@@ -3,7 +3,7 @@
  * privilege for channels), so `stepd watch` and `run --follow` print an event only once the rows
  * confirm it, and take what they print from the rows, not from the payload: an end from the
  * workflow row (its status, output and error), a waiting gate from its step row (pending, a gate
- * of that workflow, its message and refusal), a step's end, progress or error from its attempt's
+ * of that workflow, its message and refusal; for a signal wait, the names, key and since it waits for), a step's end, progress or error from its attempt's
  * row. An event about a workflow or step that does not exist, or whose row says otherwise, is
  * dropped. Rows are read for a whole batch of events in two statements (readEventRows); the rest
  * is pure.
@@ -13,6 +13,7 @@ import { getStepsForEvents, getWorkflowsForEvents, type EventStepRow, type Event
 import type { Database, WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { between } from './format.js';
+import { waitingSignalOf } from './signalWait.js';
 
 export interface EventRows {
   workflows: Map<string, EventWorkflowRow>;
@@ -76,8 +77,12 @@ export function confirmEvent(e: StepdEvent, rows: EventRows, schema: string): St
     }
     case 'step.waiting': {
       if (row.status !== 'pending' || row.tool !== null) return undefined;
+      // A signal wait says what it waits for (from its row, whatever the event claimed); a gate its message.
+      const { signal: _s, ...waiting } = base;
+      const signal = waitingSignalOf(row);
+      if (signal) return { ...waiting, signal: { ...signal } };
       const message = (row.args as { message?: unknown } | null)?.message;
-      return { ...base, ...(typeof message === 'string' ? { message } : {}), ...error };
+      return { ...waiting, ...(typeof message === 'string' ? { message } : {}), ...error };
     }
     case 'step.progress':
       return row.status === 'running' && row.progress ? { ...base, progress: row.progress } : undefined;

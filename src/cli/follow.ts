@@ -1,6 +1,7 @@
 /**
  * Live progress for `stepd run --follow` and `stepd watch [ID]`: LISTEN on stepd_events, print
- * each event (step name, attempt, duration, the approve command of a waiting gate), and, when
+ * each event (step name, attempt, duration, the approve command of a waiting gate, what a signal
+ * wait waits for and the command that sends it), and, when
  * following one workflow, end with its outcome as the exit code.
  *
  * Following never misses the end: it LISTENs before it reads the workflow row, reads the row
@@ -20,6 +21,7 @@ import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, ty
 import { confirmEvent, endEventOf, factKey, PrintedFacts, readEventRows, type EventRows } from './eventConfirmation.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
+import { sendSignalCommand, signalWaitText } from './signalWait.js';
 
 const RECHECK_MS = 5_000;
 /** Events confirmed together (one read of their workflow rows, one of their step rows). */
@@ -252,6 +254,11 @@ export function describeEvent(e: StepdEvent, row?: EventWorkflowRow): string {
     case 'step.retrying':
       return `${e.step ?? '?'}${e.itemIndex !== undefined ? `[${e.itemIndex}]` : ''} will retry: attempt ${e.attempt ?? '?'}${e.retryInMs !== undefined ? ` in ${formatDuration(e.retryInMs)}` : ''}`;
     case 'step.waiting': {
+      // A signal wait is no gate: it goes on when the signal is sent, never by an approval.
+      if (e.signal) {
+        const wait = { names: e.signal.names, key: e.signal.key, since: e.signal.since ?? '' };
+        return `${step} ${signalWaitText(wait, new Date(e.at))} → ${sendSignalCommand(wait)}`;
+      }
       // A refused readying (approval.schema / approvers) comes back as step.waiting with its error.
       const refused = e.error ? `${step} ${formatError(e.error)}\n` : '';
       const message = typeof e.message === 'string' ? `: ${e.message}` : '';

@@ -22,6 +22,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'status', summary: 'show a workflow and its steps: fan-outs nested under their fork, attempts, durations, errors, waiting gates', load: async () => (await import('./status.js')).registerStatus },
   { name: 'list', summary: 'list workflows, newest first', load: async () => (await import('./list.js')).registerList },
   { name: 'approve', summary: 'approve (or with --reject, reject) a gate that is waiting: readies the pending step', load: async () => (await import('./approve.js')).registerApprove },
+  { name: 'signal', summary: 'send a signal (a named message with an optional key and a JSON payload): the workflows waiting for it go on', load: async () => (await import('./signal.js')).registerSignal },
   { name: 'cancel', summary: 'cancel a workflow that is new or running; its live steps are cancelled and running tools aborted', load: async () => (await import('./cancel.js')).registerCancel },
   { name: 'retry', summary: 'redrive a failed workflow: its failed steps get new attempts, done steps keep their results, and it goes on from there', load: async () => (await import('./retry.js')).registerRetry },
   { name: 'watch', summary: 'stream lifecycle events; with an ID, follow that workflow until it ends and exit with its outcome', load: async () => (await import('./watch.js')).registerWatch },

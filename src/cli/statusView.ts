@@ -11,6 +11,7 @@ import type { StepKind } from '../flow/compiled.js';
 import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
+import { describeSignalWait, sendSignalCommand, waitingSignalOf, signalWaitText, type SignalWait } from './signalWait.js';
 
 export interface StepView {
   id: string;
@@ -39,6 +40,8 @@ export interface StepView {
   progress: StepRow['progress'];
   /** For a waiting gate: the command that approves it. */
   approve?: string;
+  /** For a signal wait (any status): what it waits for (its row's args.signal). */
+  signal?: SignalWait;
   /** A sub-workflow step: the child workflow this attempt started (null otherwise). */
   childId: string | null;
   /** That child's own view, when it was loaded (src/cli/subWorkflowTree.ts). */
@@ -82,6 +85,18 @@ export interface StatusView {
     /** The last readying the executor refused (approval.schema / approvers): it waits again. */
     refused?: unknown;
   }[];
+  /** Steps waiting for a signal (not gates: nobody approves them; sending the signal moves them on). */
+  signals: WaitingSignal[];
+}
+
+export interface WaitingSignal extends SignalWait {
+  stepId: string;
+  name: string;
+  /** For a wait inside a sub-workflow (at any depth): that workflow's id. */
+  workflowId?: string;
+  expiresAt: string | null;
+  /** The command that sends a signal it accepts (add --payload JSON). */
+  send: string;
 }
 
 const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
@@ -95,7 +110,8 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
     const finished = r.status === 'done' || r.status === 'failed' || r.status === 'cancelled';
     // A gate or a timer is claimed only once it is readied or due, a sub-workflow step once its
     // child ended: its time is from its creation.
-    const waits = info?.kind === 'gate' || info?.kind === 'timer' || info?.kind === 'workflow';
+    const signal = waitingSignalOf(r);
+    const waits = info?.kind === 'gate' || info?.kind === 'timer' || info?.kind === 'workflow' || signal !== undefined;
     const view: StepView = {
       id: String(r.id),
       name: r.name,
@@ -120,8 +136,9 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       progress: r.progress ?? null,
       childId: r.child_id ?? null,
     };
-    // A step waiting for its sub-workflow is no gate: only the child's own gates are approved.
-    if (r.status === 'pending' && !r.child_id) view.approve = `stepd approve ${r.id}`;
+    if (signal) view.signal = signal;
+    // A step waiting for its sub-workflow or for a signal is no gate: nothing offers to approve it.
+    if (isGate(view)) view.approve = `stepd approve ${r.id}`;
     return view;
   });
   return {
@@ -143,7 +160,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
     },
     steps,
     waiting: steps
-      .filter((s) => s.status === 'pending' && s.childId === null)
+      .filter(isGate)
       .map((s) => ({
         stepId: s.id,
         name: s.name,
@@ -154,7 +171,15 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
         ...gateArgsView(s.args),
         ...(s.error ? { refused: s.error } : {}),
       })),
+    signals: steps.flatMap((s) =>
+      s.status === 'pending' && s.signal ? [{ stepId: s.id, name: s.name, ...s.signal, expiresAt: s.expiresAt, send: sendSignalCommand(s.signal) }] : [],
+    ),
   };
+}
+
+/** A step waiting for someone to approve or reject it: pending, and waiting neither for a sub-workflow nor for a signal. */
+export function isGate(s: Pick<StepView, 'status' | 'childId' | 'signal'>): boolean {
+  return s.status === 'pending' && s.childId === null && s.signal === undefined;
 }
 
 /** message and approvers from a waiting gate's args (src/flow/gateArgs.ts). */
@@ -209,9 +234,11 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
     case 'done':
       if (s.kind === 'fork') return `done: ${describeFanout(s.result)}`;
       if (s.kind === 'gate' || s.kind === 'timer') return `done after waiting${dur}${s.readiedBy ? ` (readied by ${s.readiedBy})` : ''}`;
+      if (s.signal) return `done after waiting${dur} for ${describeSignalWait(s.signal)}${receivedSignal(s.result)}`;
       return `done${dur}${attempts}`;
     case 'failed':
       if (s.kind === 'gate' || s.kind === 'timer') return `failed after waiting${dur}${s.readiedBy ? ` (readied by ${s.readiedBy})` : ''}`;
+      if (s.signal) return `failed after waiting${dur} for ${describeSignalWait(s.signal)}`;
       return `failed${dur}${attempts}`;
     case 'running':
       return `running for${dur}${attempts}${s.progress ? `, progress ${formatProgress(s.progress)}` : ''}`;
@@ -219,6 +246,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
       return `cancelled${attempts}`;
     case 'pending': {
       if (s.childId !== null) return `waiting for sub-workflow ${s.childId}${s.child ? ` (${s.child.workflow.status})` : ''}`;
+      if (s.signal) return `${signalWaitText(s.signal, now, s.expiresAt)} → ${sendSignalCommand(s.signal)}`;
       const since = formatDuration(between(s.createdAt, now) ?? 0);
       const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
       return `waiting for approval (${since}${expires}) → ${s.approve}`;
@@ -230,6 +258,13 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
       return `retry in ${formatDuration(wait)}${attempts}`;
     }
   }
+}
+
+/** `: got signal 17 from role shop` from a signal wait's result ({id, name, key, payload, at, role}). */
+function receivedSignal(result: unknown): string {
+  const r = (result ?? {}) as { id?: unknown; name?: unknown; role?: unknown };
+  if (r.id === undefined) return '';
+  return `: got ${typeof r.name === 'string' ? r.name : 'signal'} #${String(r.id)}${typeof r.role === 'string' ? ` from role ${r.role}` : ''}`;
 }
 
 function describeFanout(result: unknown): string {
@@ -292,6 +327,10 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
       const issues = (w.refused as { issues?: unknown }).issues;
       if (Array.isArray(issues)) for (const i of issues as { path?: string; message?: string }[]) lines.push(`    ${i.path}: ${i.message}`);
     }
+  }
+  for (const w of view.signals) {
+    const where = w.workflowId !== undefined ? ` in sub-workflow ${w.workflowId}` : '';
+    lines.push(`waiting: step ${w.stepId} (${w.name})${where} ${signalWaitText(w, now, w.expiresAt)} — send it: ${w.send} --payload '{…}'`);
   }
   return lines;
 }

@@ -81,12 +81,12 @@ export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilt
   let q = db
     .selectFrom('workflows as w')
     .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count', 'w.parent_id'])
-    // Gates waiting in the workflow or any of its sub-workflows (a step waiting for a child is no gate).
+    // Gates waiting in the workflow or any of its sub-workflows (a step waiting for a child or for a signal is no gate).
     .select(
       sql<number>`(WITH RECURSIVE tree(id) AS (
                      SELECT w.id UNION ALL SELECT c.id FROM workflows c JOIN tree ON c.parent_id = tree.id)
                    SELECT count(*)::int FROM workflow_steps s JOIN tree ON s.workflow_id = tree.id
-                    WHERE s.status = 'pending' AND s.child_id IS NULL)`.as('waiting'),
+                    WHERE s.status = 'pending' AND s.child_id IS NULL AND s.args -> 'signal' IS NULL)`.as('waiting'),
     )
     .orderBy('w.id', 'desc')
     .limit(opts.limit);
@@ -97,6 +97,17 @@ export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilt
   if (opts.createdBefore) q = q.where('w.created_at', '<', opts.createdBefore);
   const rows = await q.execute();
   return rows.map((r) => ({ ...r, waiting: Number(r.waiting ?? 0) }));
+}
+
+/**
+ * Whether `schema` exists but this connection's role may not use it (it was granted no
+ * `<schema>_client`): its tables are then invisible, not missing.
+ */
+export async function schemaHiddenFromRole(db: Kysely<Database>, schema: string): Promise<{ role: string } | undefined> {
+  const { rows } = await sql<{ role: string; usable: boolean }>`
+    SELECT session_user AS role, has_schema_privilege(n.oid, 'USAGE') AS usable FROM pg_namespace n WHERE n.nspname = ${schema}`.execute(db);
+  const row = rows[0];
+  return row && !row.usable ? { role: row.role } : undefined;
 }
 
 /** Whether the stepd tables exist in the pool's schema (the database is set up). */

@@ -266,7 +266,8 @@ export class Advance implements ForkHost {
         case 'signal': {
           const scope = await this.scopes.forStep(step, pos, extra);
           const w = await startSignalWait({ db: this.db, writer: this.writer, schema: this.deps.schema }, step, base, resolveSignalWait(step, scope));
-          if (w.waiting) this.event('step.waiting', { stepId: w.id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}) });
+          // The event says what the step waits for (names, key, since), as its row does.
+          if (w.waiting) this.event('step.waiting', { stepId: w.id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}), signal: w.wait });
           return;
         }
         case 'workflow': {

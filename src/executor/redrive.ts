@@ -185,7 +185,7 @@ async function applyAction(deps: TxDeps, client: pg.PoolClient, advance: Advance
       if (step.kind === 'signal') {
         // It waits again for what its row recorded (a signal it consumed stays consumed).
         const again = await startSignalWait({ db: client, writer: w, schema: deps.schema }, step, base, signalWaitAgain(step, row.args));
-        if (again.waiting) advance.event('step.waiting', { stepId: again.id, step: row.name, attempt: base.attempt, ...(row.item_index !== null ? { itemIndex: row.item_index } : {}) });
+        if (again.waiting) advance.event('step.waiting', { stepId: again.id, step: row.name, attempt: base.attempt, ...(row.item_index !== null ? { itemIndex: row.item_index } : {}), signal: again.wait });
         return;
       }
       if (step.kind === 'timer') {

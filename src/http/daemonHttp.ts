@@ -46,6 +46,8 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
     caps: resolveCaps(opts.caps),
     // The pool's role is trusted (the database cannot tell users apart): who may cancel or retry what is decided here.
     admins: opts.api?.admins ?? [],
+    // ...and so is the role every signal sent here would carry: only admins send them (operations.ts).
+    sharedRole: true,
     ...(opts.permissions ? { permissions: opts.permissions } : {}),
     ...(opts.listTools ? { listTools: opts.listTools } : {}),
   });

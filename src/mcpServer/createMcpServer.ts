@@ -35,6 +35,7 @@ export const TOOL_NAMES = [
   'reject_step',
   'cancel_workflow',
   'retry_workflow',
+  'send_signal',
   'validate_flow',
   'list_flows',
   'list_tools',
@@ -48,7 +49,8 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
         `stepd runs multi-step workflows (flows of tool calls, branches, fan-outs and approval gates) stored in PostgreSQL. ` +
         `You act as user "${user}": workflows you start run as that user, with that user's tool permissions, and approvals are recorded under that name. ` +
         'Typical use: validate_flow, then start_workflow; poll get_workflow until its status is completed, failed or cancelled; ' +
-        'a gate waiting for approval appears in get_workflow.waiting with its stepId: approve_step or reject_step it.',
+        'a gate waiting for approval appears in get_workflow.waiting with its stepId: approve_step or reject_step it; ' +
+        'a step waiting for a signal appears in get_workflow.signals (names, key, since): send_signal moves it on.',
     },
   );
   const log = options.log;
@@ -99,7 +101,8 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     {
       title: 'Get a workflow',
       description:
-        'A workflow with its status, input, output and error, every step row (attempts, results, errors, durations), and "waiting": the approval gates waiting for someone, each with its stepId for approve_step / reject_step.',
+        'A workflow with its status, input, output and error, every step row (attempts, results, errors, durations), "waiting": the approval gates waiting for someone, each with its stepId for approve_step / reject_step, ' +
+        'and "signals": the steps waiting for a signal (names, key, since, expiresAt), which send_signal moves on (they are not gates: approve_step refuses them).',
       inputSchema: { workflowId: id('workflow') },
       annotations: { readOnlyHint: true },
     },
@@ -166,6 +169,24 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
       inputSchema: { workflowId: id('workflow') },
     },
     (args) => run('retry_workflow', () => ops.retryWorkflow(user, args)),
+  );
+
+  server.registerTool(
+    'send_signal',
+    {
+      title: 'Send a signal',
+      description:
+        'Send a signal: a named message (like "payment.received") with an optional business key (like "order-42") and a JSON object payload. ' +
+        'Every workflow waiting for that name (and key, when its wait names one) receives it as the result {id, name, key, payload, at, role}; ' +
+        'a workflow that starts waiting later still receives it when its wait counts signals since the workflow began. ' +
+        'Written by this server\'s database role (recorded as the signal\'s role). Refused when the payload is over the size caps or the role may not send signals. Returns {signalId, name, key, payload, createdAt, createdRole}.',
+      inputSchema: {
+        name: z.string().min(1).describe('the signal name, like "payment.received"'),
+        key: z.string().min(1).optional().describe('its business key, like "order-42" (default: none)'),
+        payload: z.record(z.string(), z.unknown()).optional().describe('a JSON object the waiting steps receive as result.payload (default {})'),
+      },
+    },
+    (args) => run('send_signal', () => ops.sendSignal(user, args)),
   );
 
   server.registerTool(

@@ -2,7 +2,8 @@
  * The text rendering of each MCP tool's result, for clients that show text rather than
  * `structuredContent`: one line saying what happened, then the result as JSON.
  */
-import type { ReadiedStep, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
+import type { ReadiedStep, SentSignal, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
+import { describeSignalWait } from '../cli/signalWait.js';
 import type { WorkflowSummaryView } from '../api/views.js';
 
 export function render(tool: string, result: object): string {
@@ -18,7 +19,8 @@ function headline(tool: string, result: object): string {
     case 'get_workflow': {
       const r = result as WorkflowDetails;
       const gates = r.waiting.map((w) => `step ${w.stepId} (${w.name})${w.message ? `: ${w.message}` : ''}`);
-      return `workflow ${r.workflow.id} (${r.workflow.name}) is ${r.workflow.status}, ${r.steps.length} step row(s)${gates.length ? `; waiting for approval: ${gates.join('; ')}` : ''}`;
+      const signals = r.signals.map((w) => `step ${w.stepId} (${w.name}) waits for ${describeSignalWait(w)}`);
+      return `workflow ${r.workflow.id} (${r.workflow.name}) is ${r.workflow.status}, ${r.steps.length} step row(s)${gates.length ? `; waiting for approval: ${gates.join('; ')}` : ''}${signals.length ? `; waiting for signals: ${signals.join('; ')}` : ''}`;
     }
     case 'list_workflows': {
       const list = (result as { workflows: WorkflowSummaryView[] }).workflows;
@@ -36,6 +38,10 @@ function headline(tool: string, result: object): string {
     case 'retry_workflow': {
       const r = result as { workflowId: string; name: string };
       return `redrive of workflow ${r.workflowId} (${r.name}) requested; the daemon gives its failed steps new attempts (follow it with get_workflow)`;
+    }
+    case 'send_signal': {
+      const r = result as SentSignal;
+      return `sent signal ${r.signalId} (${r.name}${r.key !== null ? `, key ${r.key}` : ''}) as role ${r.createdRole}`;
     }
     case 'validate_flow': {
       const r = result as ValidationResult;

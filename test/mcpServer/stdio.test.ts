@@ -5,6 +5,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { CLI, childEnv, envFor, runCli } from '../cli/helpers.js';
+import { waitingOrder } from '../cli/signalWaitRow.js';
 import { createTestSchema, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
 import { CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
@@ -80,6 +81,33 @@ describe('stepd mcp (stdio)', () => {
     const missing = await runCli(['mcp', '--user', 'alice'], { env: { ...envFor(t), STEPD_SCHEMA: 'no_such_schema' } });
     expect(missing.code).toBe(4);
     expect(missing.stderr).toContain('has no stepd tables in schema "no_such_schema"');
+  });
+
+  it('send_signal inserts a signal stamped with the server\'s database role; a payload that is not an object is refused and inserts nothing', async () => {
+    const t = await createTestSchema();
+    const client = await connect(t, ['--user', 'alice']);
+    const sent = await ok(client, 'send_signal', { name: 'payment.received', key: 'order-42', payload: { amount: 1200 } });
+    expect(sent).toMatchObject({ name: 'payment.received', key: 'order-42', payload: { amount: 1200 }, createdRole: 'postgres' });
+    const rows = await t.q(`SELECT id::text, name, key, payload, created_role FROM stepd.signals`);
+    expect(rows).toEqual([{ id: sent.signalId, name: 'payment.received', key: 'order-42', payload: { amount: 1200 }, created_role: 'postgres' }]);
+    const notObject = await call(client, 'send_signal', { name: 'payment.received', payload: [1, 2] });
+    expect(notObject.isError).toBe(true);
+    const noName = await call(client, 'send_signal', { name: '  ' });
+    expect(noName).toMatchObject({ isError: true, content: [{ text: 'the signal name must not be empty; no signal was sent' }] });
+    expect(await t.q(`SELECT count(*)::int AS n FROM stepd.signals`)).toEqual([{ n: 1 }]);
+  });
+
+  it('get_workflow lists a step waiting for a signal under signals, not as a gate, and approve_step refuses it', async () => {
+    const t = await createTestSchema();
+    const { workflowId, stepId, since } = await waitingOrder(t);
+    const client = await connect(t, ['--user', 'alice']);
+    const details = await ok(client, 'get_workflow', { workflowId });
+    expect(details.waiting).toEqual([]);
+    expect(details.signals).toEqual([{ stepId, name: 'await_payment', names: ['payment.received'], key: 'order-42', since, expiresAt: expect.any(String), send: 'stepd signal payment.received --key order-42' }]);
+    const refused = await call(client, 'approve_step', { stepId });
+    expect(refused).toMatchObject({ isError: true, structuredContent: { error: { code: 'refused' } } });
+    expect(refused.content[0]?.text).toContain(`step ${stepId} (await_payment) is not a gate: it waits for signal payment.received (key order-42)`);
+    expect(await t.q(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [stepId])).toEqual([{ status: 'pending' }]);
   });
 
   it('takes the user from STEPD_USER without --user, and answers invalid flows with their issues', async () => {

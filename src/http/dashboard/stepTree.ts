@@ -4,7 +4,8 @@
  * its own row; arguments, results and errors folded in <details> (each with a stable key so a
  * live refresh keeps it open).
  */
-import { buildTree, describeStep, type StepNode, type StepView } from '../../cli/statusView.js';
+import { buildTree, describeStep, isGate, type StepNode, type StepView } from '../../cli/statusView.js';
+import { signalWaitText } from '../../cli/signalWait.js';
 import { compactJson, formatDuration, formatError } from '../../cli/format.js';
 import { html, prettyJson, type Html } from '../html.js';
 
@@ -41,7 +42,8 @@ function kindLabel(s: StepView): string {
 }
 
 function stepSummary(s: StepView, now: Date): string {
-  if (s.status === 'pending' && s.childId === null) return `waiting for approval since ${formatDuration(Math.max(0, now.getTime() - Date.parse(s.createdAt)))}`;
+  if (isGate(s)) return `waiting for approval since ${formatDuration(Math.max(0, now.getTime() - Date.parse(s.createdAt)))}`;
+  if (s.status === 'pending' && s.signal) return signalWaitText(s.signal, now, s.expiresAt);
   return describeStep(s, now).replace(/^(done|failed|cancelled):?\s*/, '').replace(/^running for/, 'for');
 }
 

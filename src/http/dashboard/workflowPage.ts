@@ -1,10 +1,11 @@
 /**
  * One workflow: its status and times, the buttons that apply (cancel while it is new or running,
  * retry once it failed), the gates waiting for someone with their message and approve / reject
- * forms, and the step tree. Everything under the title is the live region.
+ * forms, the steps waiting for a signal (what they wait for; no buttons), and the step tree. Everything under the title is the live region.
  */
 import { mayApprove } from '../../api/flowAccess.js';
-import type { WaitingGate, WorkflowDetails } from '../../api/operations.js';
+import type { WaitingGate, WaitingSignal, WorkflowDetails } from '../../api/operations.js';
+import { signalWaitText } from '../../cli/signalWait.js';
 import type { StepView } from '../../cli/statusView.js';
 import { formatDuration, formatError } from '../../cli/format.js';
 import { html, type Html } from '../html.js';
@@ -48,6 +49,7 @@ ${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
   ${wf.status === 'failed' ? actionForm(ctx, `/workflows/${wf.id}/retry`, 'retry workflow', 'retry') : ''}
 </div>
 ${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, details.steps.find((s) => s.id === g.stepId), now))}` : ''}
+${details.signals.length ? html`<h3>Waiting for signals</h3>${details.signals.map((w) => signalWait(w, now))}` : ''}
 <h3>Steps</h3>
 ${renderStepTree(details.steps, now)}`;
 }
@@ -78,6 +80,16 @@ function gate(ctx: PageContext, workflowId: string, g: WaitingGate, row: StepVie
       <div><button name="action" value="approve-with-data">approve with this result</button></div>
     </form>
   </details>
+</section>`;
+}
+
+/** A step waiting for a signal: what it waits for and how to send it. No buttons: it is not a gate. */
+function signalWait(w: WaitingSignal, now: Date): Html {
+  const where = w.workflowId !== undefined ? html` in sub-workflow <a href="/workflows/${w.workflowId}">${w.workflowId}</a>` : '';
+  return html`<section class="signal-wait" data-signal-step-id="${w.stepId}">
+  <div><strong>${w.name}</strong> <span class="muted">step #${w.stepId}${where}</span></div>
+  <div>${signalWaitText(w, now, w.expiresAt)}${w.since ? html` (<time datetime="${w.since}">${utc(w.since)}</time> UTC)` : ''}</div>
+  <div class="muted">send it: <code>${w.send} --payload '{…}'</code>, or <code>INSERT INTO signals (name, key, payload) VALUES (…)</code></div>
 </section>`;
 }
 
