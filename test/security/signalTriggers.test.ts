@@ -143,7 +143,8 @@ describe('a trigger belongs to the role that added it', () => {
     const c = env.client;
     await c.q(`INSERT INTO stepd.flows (name, flow) VALUES ('who', $1)`, [JSON.stringify(WHOAMI)]);
     await c.q(`INSERT INTO stepd.triggers (name, signal, flow) VALUES ('t', 'go', 'who')`);
-    const [{ next }] = await env.t.q<{ next: string }>(`SELECT (coalesce(max(id), 0) + 1)::text AS next FROM stepd.signals`);
+    const [row] = await env.t.q<{ next: string }>(`SELECT (coalesce(max(id), 0) + 1)::text AS next FROM stepd.signals`);
+    const next = row!.next;
     const key = `signal:t:${next}`;
     await refused(c.q(`INSERT INTO stepd.workflows (name, flow, input, key) VALUES ('x', $1, '{}', $2)`, [JSON.stringify(WHOAMI), key]), /keys starting with 'signal:'/);
     await c.session(async (q) => {
