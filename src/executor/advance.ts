@@ -18,6 +18,7 @@ import type { WorkflowInfo } from './workflowCache.js';
 import { ScopeBuilder } from './scope.js';
 import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
 import { startSubWorkflowStep } from './subWorkflows.js';
+import { startSignalWait } from './signalWaits.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
 
 export interface AdvanceDeps {
@@ -255,6 +256,12 @@ export class Advance implements ForkHost {
         }
         case 'timer':
           return this.queue({ ...base, args: null, status: 'ready', ...(await this.timerReady(step, pos, extra)) });
+        case 'signal': {
+          const scope = await this.scopes.forStep(step, pos, extra);
+          const w = await startSignalWait({ db: this.db, writer: this.writer, schema: this.deps.schema }, step, base, scope);
+          if (w.waiting) this.event('step.waiting', { stepId: w.id, step: name, attempt: 1, ...(pos.itemIndex !== null ? { itemIndex: pos.itemIndex } : {}) });
+          return;
+        }
         case 'workflow': {
           const scope = await this.scopes.forStep(step, pos, extra);
           const deps = { schema: this.deps.schema, log: this.deps.log, caps: this.wf.flow.caps };

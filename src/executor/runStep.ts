@@ -9,6 +9,7 @@ import type { ToolRegistry } from '../tools/registry.js';
 import type { ToolContext } from '../tools/tool.js';
 import { valueCapError, type Caps } from '../flow/caps.js';
 import type { Outcome } from './advance.js';
+import { signalOutcome } from './signalWaits.js';
 import type { StepProgressSink } from './stepProgress.js';
 import type { StepTrace } from '../telemetry/stepTracing.js';
 
@@ -60,6 +61,8 @@ export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: Compile
         return gateOutcome(row.result);
       case 'timer':
         return { status: 'done', result: null };
+      case 'signal':
+        return signalOutcome(row.result);
       case 'fork':
       case 'pass':
         return { status: 'done', result: row.result ?? null };

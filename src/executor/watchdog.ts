@@ -24,6 +24,7 @@ import {
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
+import { signalTimeoutOutcome } from './signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
 import { emptyTxResult } from './writerTransaction.js';
@@ -146,9 +147,12 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   for (const row of await findExpiredGates(pool, batch)) {
     const wf = (await deps.tx.cache.load(pool, [row.workflow_id])).get(row.workflow_id);
     if (!wf) continue;
-    const onTimeout = getStep(wf.flow, row.name).approval?.onTimeout ?? 'fail';
+    const flowStep = getStep(wf.flow, row.name);
+    const onTimeout = flowStep.approval?.onTimeout ?? 'fail';
     const outcome: Outcome =
-      onTimeout === 'approve'
+      flowStep.kind === 'signal'
+        ? signalTimeoutOutcome(flowStep)
+        : onTimeout === 'approve'
         ? { status: 'done', result: { approved: true, timedOut: true } }
         : onTimeout === 'reject'
           ? { status: 'failed', error: { code: 'rejected', message: 'rejected: the approval timed out', retryable: false, details: { timedOut: true } } }

@@ -5,10 +5,11 @@
 import type { Caps } from './caps.js';
 import type { CompiledCondition } from './conditions.js';
 import type { SchemaCheck } from './jsonSchema.js';
+import type { CompiledSignalWait } from './signalWait.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
 /** `pass`: a step with no tool, approval, wait or fan-out (steps form): it does nothing and moves on at once. */
-export type StepKind = 'tool' | 'gate' | 'timer' | 'fork' | 'pass' | 'workflow';
+export type StepKind = 'tool' | 'gate' | 'timer' | 'fork' | 'pass' | 'workflow' | 'signal';
 export type FanoutMode = 'failFast' | 'allSettled';
 
 export type Transition =
@@ -52,6 +53,8 @@ export interface CompiledStep {
   wait?: { ms: number } | { until: string };
   /** A sub-workflow step: the registered flow it starts (version null: the latest) and its input template. */
   workflow?: { name: string; version: number | null; input: unknown };
+  /** A step that waits for a signal (signalWait.ts): its names, key template, since and timeout. */
+  signal?: CompiledSignalWait;
   output?: unknown;
   /** Steps whose results this step's templates and conditions read (`steps.NAME…`). */
   stepRefs: string[];

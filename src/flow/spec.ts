@@ -49,6 +49,16 @@ export const approvalSpec = z
   })
   .strict();
 
+/** A step that waits for a signal (DESIGN §2c): one name or several, an optional key template. */
+export const signalSpec = z
+  .object({
+    name: z.union([z.string(), z.array(z.string())]),
+    key: z.string().min(1, 'signal.key must not be empty; leave it out to match any key').optional(),
+    since: z.enum(['workflow', 'step']).optional(),
+    timeout: duration.optional(),
+  })
+  .strict();
+
 export const forEachSpec = z
   .object({
     items: z.unknown().refine((v) => v !== undefined, 'forEach.items is required'),
@@ -130,6 +140,7 @@ export const stepSpec = z
     approval: z.union([z.literal(true), approvalSpec]).optional(),
     wait: z.union([duration, z.object({ until: z.string().min(1) }).strict()]).optional(),
     workflow: subWorkflowSpec.optional(),
+    signal: signalSpec.optional(),
     retry: retrySpec.optional(),
     timeout: duration.optional(),
     onError: stepName.optional(),

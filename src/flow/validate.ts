@@ -21,6 +21,7 @@ import { parseFlowShape, type FlowIssue, type FlowSpec, type StepSpec } from './
 import { templateRefs, type TemplateRef } from './templates.js';
 import { checkRegions } from './regions.js';
 import { subWorkflowShapeIssues } from './subWorkflow.js';
+import { compileSignalWait } from './signalWait.js';
 
 export type { FlowIssue } from './spec.js';
 
@@ -244,6 +245,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (hasTool) kind = 'tool';
   else if (isSub && !isFork) kind = 'workflow';
   else if (isFork) kind = 'fork';
+  else if (s.signal !== undefined) kind = 'signal';
   else if (s.wait !== undefined) kind = 'timer';
   else if (s.approval !== undefined || ctx.flatForm) kind = 'gate';
   else kind = 'pass';
@@ -256,6 +258,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     issues.push({ path: `${at}.approval`, message: 'an approval gate cannot also fan out; put the fan-out in the next step' });
   }
   if (isSub) issues.push(...subWorkflowShapeIssues(s, at, { hasTool, isFork }));
+  const signal = compileSignalWait(s, at, { hasTool, isFork }, issues, (v, path) => durationMs(v, path, issues));
   if (!hasTool && s.args !== undefined && !(typeof s.args === 'object' && s.args !== null && Object.keys(s.args).length === 0)) {
     issues.push({ path: `${at}.args`, message: 'args only apply to a step with a tool' });
   }
@@ -359,6 +362,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     checkRefs(items, 'forEach.items', hasTool);
   }
   if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+  if (signal?.key !== undefined) checkRefs(signal.key, 'signal.key', false);
   if (kind === 'workflow') checkRefs(s.workflow?.input ?? {}, 'workflow.input', false);
   if (approval?.message !== undefined) checkRefs(approval.message, 'approval.message', false);
 
@@ -416,6 +420,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (s.onError !== undefined) step.onError = s.onError;
   if (approval) step.approval = approval;
   if (wait) step.wait = wait;
+  if (signal && kind === 'signal') step.signal = signal;
   if (kind === 'workflow' && s.workflow) step.workflow = { name: s.workflow.name, version: s.workflow.version ?? null, input: s.workflow.input ?? {} };
   if (s.output !== undefined) step.output = s.output;
   return step;
