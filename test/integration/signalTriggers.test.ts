@@ -182,3 +182,29 @@ describe('stepd trigger sql', () => {
     expect(await t.q(`SELECT count(*)::int AS n FROM stepd.workflows`)).toEqual([{ n: 1 }]);
   });
 });
+
+describe('a triggered workflow that waits for a signal', () => {
+  it('an order.created signal starts the order flow, which then receives its payment.received signal by key', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const order = {
+      start: 'await_payment',
+      steps: {
+        await_payment: { signal: { name: 'payment.received', key: '{{input.orderId}}', timeout: '1m' }, next: 'ship' },
+        ship: { tool: 'core.echo', args: { order: '{{input.orderId}}', paid: '{{steps.await_payment.result.payload.amount}}' }, done: true, output: '{{result}}' },
+      },
+    };
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('order', $1)`, [JSON.stringify(order)]);
+    await t.q(`INSERT INTO stepd.triggers (name, signal, flow, input) VALUES ('new-order', 'order.created', 'order', '{"orderId": "{{signal.key}}"}')`);
+    const [created] = await t.q<{ id: string }>(`INSERT INTO stepd.signals (name, key) VALUES ('order.created', 'order-42') RETURNING id::text`);
+    const [wf] = await waitFor(async () => {
+      const rows = await t.q<{ id: string }>(`SELECT id::text FROM stepd.workflows WHERE key = $1`, [`signal:new-order:${created!.id}`]);
+      return rows.length > 0 ? rows : undefined;
+    }, 'the triggered workflow');
+    await t.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment.received', 'order-7', '{"amount": 1}'), ('payment.received', 'order-42', '{"amount": 1200}')`);
+    const done = await waitForWorkflow(t, wf!.id);
+    expect(done.status, JSON.stringify(done.error)).toBe('completed');
+    expect(done.output).toEqual({ order: 'order-42', paid: 1200 });
+  });
+});
+
