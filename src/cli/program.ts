@@ -29,6 +29,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'validate', summary: 'check a flow file the way the executor does (shape, the graph, the tools it calls) and print every issue with its path', load: async () => (await import('./validate.js')).registerValidate },
   { name: 'flow', summary: 'the flow registry: store named, versioned flows and start them by name (stepd run NAME)', load: async () => (await import('./flow.js')).registerFlow },
   { name: 'schedule', summary: 'cron schedules that start registered flows (run by the daemon through pg-boss)', load: async () => (await import('./schedule.js')).registerSchedule },
+  { name: 'trigger', summary: 'signal triggers: each matching signal starts one workflow of a registered flow', load: async () => (await import('./trigger.js')).registerTrigger },
   { name: 'migrate', summary: 'create or upgrade the stepd tables (stepd start does this too)', load: async () => (await import('./migrate.js')).registerMigrate },
   { name: 'tools', summary: 'list every tool (built-ins and configured MCP servers) with its description and input schema', load: async () => (await import('./tools.js')).registerTools },
   { name: 'mcp', summary: 'serve the workflow operations as MCP tools on stdio (start, get, list, approve, reject, cancel, retry, validate…) for an agent', load: async () => (await import('./mcp.js')).registerMcp },

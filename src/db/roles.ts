@@ -3,9 +3,10 @@
  *   <schema>_executor — everything the executor needs on stepd's tables;
  *   <schema>_client   — exactly the SQL contract: insert workflows, read both tables, the guarded
  *                       updates (cancel, redrive, edit its own new workflow, ready a pending step),
- *                       delete its finished workflows and remove its schedules through two
- *                       SECURITY DEFINER functions (sql/0020), read the flow registry and add
- *                       versions, send and read signals (sql/0024). The guard triggers decide
+ *                       delete its finished workflows and remove its schedules and signal
+ *                       triggers through SECURITY DEFINER functions (sql/0020, sql/0026), read the
+ *                       flow registry and add versions, send and read signals (sql/0024), add
+ *                       and change its own signal triggers (sql/0026). The guard triggers decide
  *                       which rows and values.
  * Clients hold no table-level UPDATE, DELETE or TRUNCATE privilege: PostgreSQL lets any of those
  * take every LOCK TABLE mode, so one client could hold ACCESS EXCLUSIVE and stall everyone.
@@ -71,6 +72,14 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
     // Signals (sql/0024): clients send and read them, never change or delete them.
     ...(tables.includes('signals') ? [`GRANT SELECT, INSERT (name, key, payload) ON ${t('signals')} TO ${ident(r.client)}`] : []),
+    // Signal triggers (sql/0026): clients add and change their own, remove them through remove_trigger.
+    ...(tables.includes('triggers')
+      ? [
+          `GRANT SELECT ON ${t('triggers')} TO ${ident(r.client)}`,
+          `GRANT INSERT (name, signal, flow, input, run_as), UPDATE (signal, flow, input, run_as) ON ${t('triggers')} TO ${ident(r.client)}`,
+          `GRANT EXECUTE ON FUNCTION ${s}.remove_trigger(pg_catalog.text) TO ${ident(r.executor)}, ${ident(r.client)}`,
+        ]
+      : []),
   ];
 }
 

@@ -6,7 +6,7 @@
  * function of the schema pins `search_path = pg_catalog, pg_temp` (read from pg_proc, so future
  * functions are held to it too), and every path a client can drive through one (cancel, cancel a
  * parent with a live child, a child's end settling its parent, a signal readying a wait,
- * delete_workflows, remove_schedule) runs none of the client's code as the owner — with the trap armed before the
+ * delete_workflows, remove_schedule, a signal starting a trigger's workflow, remove_trigger) runs none of the client's code as the owner — with the trap armed before the
  * guards first ran in the session, so a type PL/pgSQL resolved once cannot be the client's.
  */
 import pg from 'pg';
@@ -160,6 +160,14 @@ async function runEveryDefinerPath(env: SecurityEnv, run: Run): Promise<void> {
   // remove_schedule: its own schedule.
   await run(`INSERT INTO stepd.schedules (name, cron, flow) VALUES ($1, '0 9 * * *', $2)`, [`s_${env.client.role}`, child]);
   expect(await run(`SELECT name FROM stepd.remove_schedule($1)`, [`s_${env.client.role}`])).toEqual([{ name: `s_${env.client.role}` }]);
+
+  // stepd_start_triggered_workflows: a signal starts a trigger's workflow (template resolved as the owner); remove_trigger.
+  await run(`INSERT INTO stepd.triggers (name, signal, flow, input) VALUES ($1, 'definer.path', $2, '{"k": "{{signal.key}} {{signal.payload.n}}"}')`, [`g_${env.client.role}`, child]);
+  const [signal] = await run<{ id: string }>(`INSERT INTO stepd.signals (name, key, payload) VALUES ('definer.path', 'k', '{"n": 1}') RETURNING id::text`);
+  const [started] = await env.t.q(`SELECT id, input, created_role FROM stepd.workflows WHERE key = $1`, [`signal:g_${env.client.role}:${signal!.id}`]);
+  expect(started).toMatchObject({ input: { k: 'k 1' }, created_role: env.client.role });
+  await run(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [started.id]);
+  expect(await run(`SELECT name FROM stepd.remove_trigger($1)`, [`g_${env.client.role}`])).toEqual([{ name: `g_${env.client.role}` }]);
 }
 
 /** The attacker's function ran only as the attacker (proving the trap was armed), and the attacker gained nothing. */
@@ -196,7 +204,7 @@ describe('SECURITY DEFINER functions', () => {
     );
     const names = fns.map((f) => f.fn.replace(`${t.schema}.`, ''));
     expect(names).toEqual(
-      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)']),
+      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)', 'stepd_start_triggered_workflows()', 'remove_trigger(text)']),
     );
     const unpinned = fns.filter((f) => !pinned(f.config));
     expect(unpinned.map((f) => `${f.fn} ${JSON.stringify(f.config)}`), 'definer functions without search_path = pg_catalog, …, pg_temp').toEqual([]);
@@ -204,10 +212,10 @@ describe('SECURITY DEFINER functions', () => {
     expect(fns.filter((f) => f.public_execute).map((f) => f.fn)).toEqual([]);
     const client = schemaRoles(t.schema).client;
     const callable = await t.q(
-      `SELECT has_function_privilege($1, $2, 'EXECUTE') AS del, has_function_privilege($1, $3, 'EXECUTE') AS rm`,
-      [client, `${t.schema}.delete_workflows(bigint[])`, `${t.schema}.remove_schedule(text)`],
+      `SELECT has_function_privilege($1, $2, 'EXECUTE') AS del, has_function_privilege($1, $3, 'EXECUTE') AS rm, has_function_privilege($1, $4, 'EXECUTE') AS rmt`,
+      [client, `${t.schema}.delete_workflows(bigint[])`, `${t.schema}.remove_schedule(text)`, `${t.schema}.remove_trigger(text)`],
     );
-    expect(callable).toEqual([{ del: true, rm: true }]);
+    expect(callable).toEqual([{ del: true, rm: true, rmt: true }]);
     const triggers = await t.q(`SELECT bool_or(has_function_privilege($2, p.oid, 'EXECUTE')) AS any FROM pg_proc p
        WHERE p.prosecdef AND p.pronamespace = $1::regnamespace AND p.prorettype = 'trigger'::regtype`, [t.schema, client]);
     expect(triggers).toEqual([{ any: false }]);
