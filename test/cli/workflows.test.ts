@@ -189,7 +189,7 @@ describe('stepd status and list', () => {
 
     expect(r.code).toBe(0);
     const view = JSON.parse(r.stdout);
-    expect(Object.keys(view)).toEqual(['workflow', 'steps', 'waiting']);
+    expect(Object.keys(view)).toEqual(['workflow', 'steps', 'waiting', 'signals']);
     expect(view.workflow).toMatchObject({
       id,
       name: 'parallel',
@@ -207,6 +207,7 @@ describe('stepd status and list', () => {
     expect(byName.by_kb).toMatchObject({ fanoutId: byName.enrich.id, itemIndex: 1 });
     expect(byName.merge).toMatchObject({ fanoutId: null, status: 'done' });
     expect(view.waiting).toEqual([]);
+    expect(view.signals).toEqual([]);
 
     const text = await runCli(['status', id], { env: envFor(t) });
     expect(text.stdout).toMatch(/├─ enrich \(fork\)  #\d+  done: fanned out to 2 branch\(es\)\n│  ├─ \[branch 0: by_web\]\n│  │  ├─ by_web \(core\.sleep\)  #\d+  done \S+\n│  │  └─ web_result/);

@@ -46,8 +46,10 @@ describe('fairness', () => {
     const during = (await itemsDone(t, big)) - before;
 
     expect(done).toMatchObject({ status: 'completed', output: { hi: 'there' } });
-    // A few claim cycles of the big one at most (16 slots each), far from draining its backlog.
-    expect(during).toBeLessThan(ITEMS * 0.1);
+    // Some claim cycles of the big one at most (16 slots each), far from draining its backlog: on a
+    // quiet machine well under a tenth of the items; on a loaded 2-core CI machine 240–320 were seen
+    // (at d831ab4 too), so the bound is a quarter. An unfair claim order drains nearly all of them.
+    expect(during).toBeLessThan(ITEMS * 0.25);
     expect((await getWorkflow(t, big)).status).toBe('running');
     expect((await waitForWorkflow(t, big, undefined, 120_000)).status).toBe('completed');
   });

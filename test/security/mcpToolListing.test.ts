@@ -130,7 +130,7 @@ describe('MCP tool listings', () => {
     const before = s.echo.seen.length;
     const run = await runCli(['mcp', '--user', 'alice'], { cwd: s.cwd, env: { ...s.childEnv, DATABASE_URL: bare.url } });
     expect(run.code).not.toBe(0);
-    expect(run.stderr).toMatch(/no stepd tables/);
+    expect(run.stderr).toMatch(/may not use schema .*: it needs the role .*_client|no stepd tables/);
     expect(run.stdout + run.stderr).not.toContain(s.token);
     expect(s.echo.seen.length).toBe(before);
     await s.env.bystander.assertUndisturbedAndServed();
