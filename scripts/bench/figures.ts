@@ -105,6 +105,22 @@ const DEFS: FigureDef[] = [
   },
   { key: 'wakeup.p99Ms', section: '4 wake-up', label: 'readied → running p99', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p99, ceiling: ceilingMsPerTransition },
   { key: 'wakeup.updateP50Ms', section: '4 wake-up', label: '(the readying UPDATE round trip p50)', unit: 'ms', get: (r) => r.stepd.wakeup?.updateRoundTripMs.p50 },
+  {
+    key: 'signals.p50Ms', section: '4b signals', label: 'signal sent → next step running p50', unit: 'ms', get: (r) => r.stepd.signals?.latencyMs.p50,
+    target: { text: '≤ 20 ms', met: (v) => v <= 20 }, timedOut: (r) => r.stepd.signals?.timedOut,
+  },
+  {
+    key: 'signals.p99Ms', section: '4b signals', label: 'signal sent → next step running p99', unit: 'ms', get: (r) => r.stepd.signals?.latencyMs.p99,
+    target: { text: '≤ 100 ms', met: (v) => v <= 100 }, timedOut: (r) => r.stepd.signals?.timedOut,
+  },
+  { key: 'signals.waitP50Ms', section: '4b signals', label: '(signal sent → wait step running p50)', unit: 'ms', get: (r) => r.stepd.signals?.waitStartedMs.p50 },
+  { key: 'signals.sendLagMs', section: '4b signals', label: '(sender behind its pace, worst)', unit: 'ms', get: (r) => r.stepd.signals?.sendLagMs },
+  {
+    key: 'gateRace.p50Ms', section: '4c racing clients', label: 'readied → next step running p50', unit: 'ms', get: (r) => r.stepd.gateRace?.latencyMs.p50,
+    target: { text: '≤ 50 ms', met: (v) => v <= 50 }, timedOut: (r) => r.stepd.gateRace?.timedOut,
+  },
+  { key: 'gateRace.p99Ms', section: '4c racing clients', label: 'readied → next step running p99', unit: 'ms', get: (r) => r.stepd.gateRace?.latencyMs.p99 },
+  { key: 'gateRace.gateP50Ms', section: '4c racing clients', label: '(readied → gate running p50)', unit: 'ms', get: (r) => r.stepd.gateRace?.gateStartedMs.p50 },
   { key: 'executor.peakRssMiB', section: '5 scale', label: 'executor peak RSS', unit: 'MiB', get: (r) => r.stepd.peakRssMiB },
   { key: 'executor.idleCpuPercent', section: '5 scale', label: 'executor idle CPU', unit: '% core', get: (r) => r.stepd.idleCpuPercent, target: { text: '< 1%', met: (v) => v < 1 } },
   {

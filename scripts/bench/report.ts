@@ -60,7 +60,7 @@ function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScen
   ];
 }
 
-const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'wakeup', 'fanoutLarge', 'io'];
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io'];
 
 /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
 export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
@@ -71,6 +71,8 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
     case 'fanout': return r.fanout ? r.fanout.items + 2 : undefined;
     case 'fanoutLarge': return r.fanoutLarge ? r.fanoutLarge.items + 2 : undefined;
     case 'wakeup': return r.wakeup?.gates;
+    case 'signals': return r.signals ? r.signals.signals * 2 : undefined;
+    case 'gateRace': return r.gateRace ? r.gateRace.gates * 2 : undefined;
     case 'io': return r.io?.steps;
   }
 }

@@ -18,6 +18,7 @@ import { runChain, type ChainResult } from './chain.js';
 import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
+import { runGateRace, type GateRaceResult } from './gateRace.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
 import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from './pg.js';
@@ -25,9 +26,10 @@ import type { BenchSettings, ScenarioName } from './settings.js';
 import type { StatementProbe } from './statementStats.js';
 import { warmUp, type StepdContext } from './stepdScenario.js';
 import { runThroughput, type ThroughputResult } from './throughput.js';
+import { runSignalBurst, type SignalBurstResult } from './signalBurst.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -37,6 +39,8 @@ export interface StepdRunResult {
   chain?: ChainResult;
   fanout?: FanoutResult;
   wakeup?: WakeupResult;
+  signals?: SignalBurstResult;
+  gateRace?: GateRaceResult;
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
   /** Executor CPU while idle (no work, nothing arriving), % of one core. */
@@ -60,7 +64,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'signals', 'gaterace', 'idle', 'foreach10k'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -129,6 +133,12 @@ export async function runStepdScenarios(opts: {
       if (selected('chain')) await scenario(ctx, 'chain', `chain (${s.chain} steps)`, () => runChain(ctx, s.chain));
       if (selected('foreach1k')) await scenario(ctx, 'fanout', `fan-out (${s.fanout} items)`, () => runFanout(ctx, s.fanout));
       if (selected('wakeup')) await scenario(ctx, 'wakeup', `wake-up (${s.gates} gates)`, () => runWakeup(ctx, s.gates));
+      if (selected('signals')) {
+        await scenario(ctx, 'signals', `signals (${s.signals} waiting workflows, ${s.signalsPerSecond} signals/s)`, () => runSignalBurst(ctx, s.signals, s.signalsPerSecond));
+      }
+      if (selected('gaterace')) {
+        await scenario(ctx, 'gateRace', `racing clients (${s.raceGates} gates, 4 clients at ${s.racePerSecond}/s each)`, () => runGateRace(ctx, s.raceGates, s.racePerSecond));
+      }
       if (selected('idle')) {
         exec.assertAlive();
         progress(`idle (${settings.idleSeconds} s)`);

@@ -30,6 +30,7 @@ import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
 import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
+import { SkippedReadyRecheck } from './skippedReadyRecheck.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
@@ -67,6 +68,8 @@ export class Executor {
   private reconcilePending = false;
   private readonly slots: Slots;
   private readonly waker: Waker;
+  /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
+  private readonly recheck: SkippedReadyRecheck;
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;
   private readonly fairness = newFairClaimState();
@@ -95,6 +98,7 @@ export class Executor {
     this.cache = new WorkflowCache(undefined, resolveCaps(deps.caps));
     this.metrics = deps.metrics ?? NO_METRICS;
     this.tracing = deps.tracing ?? NO_TRACING;
+    this.recheck = new SkippedReadyRecheck(opts.pollIntervalMs);
     this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = this.moreReady = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
@@ -237,6 +241,7 @@ export class Executor {
     if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
     if (hint.kind === 'stepReady') {
       this.toollessPending = true;
+      this.recheck.noteReadied();
       return this.wake();
     }
     // New workflows and redrives wake the loop for themselves, not the claims.
@@ -329,6 +334,7 @@ export class Executor {
     this.toollessPending = false;
     const claim = await claimSteps(this.claimDeps(), TOOLLESS_BATCH, { toollessOnly: true });
     if (claim.moreReady) this.toollessPending = true;
+    else this.recheckSkipped(claim.rows.length);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row);
     return claim.rows.length;
@@ -345,9 +351,16 @@ export class Executor {
     const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
+    else this.recheckSkipped(claim.rows.length);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row, claim.fair);
     return claim.rows.length;
+  }
+
+  /** A claim that saw every row it could lock took fewer than were announced: look again soon. */
+  private recheckSkipped(claimed: number): void {
+    const ms = this.recheck.afterClaim(claimed);
+    if (ms !== undefined) this.wakeIn(ms);
   }
 
   /** Lets a transaction claim the steps it creates (none while stopping; see createClaimsOf). */

@@ -1,0 +1,106 @@
+/**
+ * Signals scenario: `count` workflows each wait for a `payment` signal keyed by their own order;
+ * once every wait is pending, signals are inserted at `perSecond` (each its own autocommit INSERT,
+ * as a service would send them, spread over four connections), one per workflow, in random order.
+ *
+ * Latency = the next step's started_at − the signal's created_at, both on the database clock:
+ * from the sender's commit (an upper bound: created_at is the INSERT's transaction time) to the
+ * step after the wait running. `waitStartedMs` is the same up to the wait step itself running.
+ * `sendLagMs` is how far behind its schedule the last signal went out (the harness's own pace).
+ */
+import { performance } from 'node:perf_hooks';
+import { MS_BETWEEN, pollUntil, sleep } from './pg.js';
+import { summarize, type LatencySummary } from './stats.js';
+import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
+
+export interface SignalBurstResult {
+  signals: number;
+  perSecond: number;
+  latencyMs: LatencySummary;
+  waitStartedMs: LatencySummary;
+  sendLagMs: number;
+  timedOut: boolean;
+}
+
+export const SIGNAL_FLOW = {
+  start: 'paid',
+  steps: {
+    paid: { signal: { name: 'payment', key: '{{input.order}}' }, next: 'ship' },
+    ship: { tool: 'core.noop', done: true },
+  },
+};
+
+const SENDERS = 4;
+
+/** Inserts the workflows one statement each key: input.order = 'o-<n>'. */
+async function insertWaiting(ctx: StepdContext, name: string, count: number): Promise<{ first: string; last: string }> {
+  const { workflows } = tables(ctx.schema);
+  const [r] = await query<{ first: string; last: string }>(
+    ctx,
+    `WITH ins AS (INSERT INTO ${workflows} (name, flow, input, created_by)
+                  SELECT $1, $2::jsonb, jsonb_build_object('order', 'o-' || n), 'bench' FROM generate_series(1, $3::int) AS n RETURNING id)
+     SELECT min(id)::text AS first, max(id)::text AS last FROM ins`,
+    [name, JSON.stringify(SIGNAL_FLOW), count],
+  );
+  return r!;
+}
+
+export async function runSignalBurst(ctx: StepdContext, count: number, perSecond: number, name = 'bench-signals'): Promise<SignalBurstResult> {
+  const { steps } = tables(ctx.schema);
+  const ids = await insertWaiting(ctx, name, count);
+  await pollUntil(
+    async () => {
+      ctx.executor.assertAlive();
+      const [r] = await query<{ n: number }>(
+        ctx,
+        `SELECT count(*)::int AS n FROM ${steps} WHERE workflow_id BETWEEN $1 AND $2 AND name = 'paid' AND status = 'pending'`,
+        [ids.first, ids.last],
+      );
+      return r!.n === count ? true : undefined;
+    },
+    { what: `${count} pending signal waits`, intervalMs: 50, timeoutMs: ctx.timeoutMs },
+  );
+
+  const keys = Array.from({ length: count }, (_, i) => `o-${i + 1}`);
+  for (let i = keys.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [keys[i], keys[j]] = [keys[j]!, keys[i]!];
+  }
+  const signalsTable = `${ctx.schema}.signals`;
+  const t0 = performance.now();
+  let lag = 0;
+  const sender = async (offset: number) => {
+    const client = await ctx.db.connect();
+    try {
+      for (let i = offset; i < keys.length; i += SENDERS) {
+        const due = (i * 1000) / perSecond;
+        const wait = due - (performance.now() - t0);
+        if (wait > 1) await sleep(wait);
+        else lag = Math.max(lag, -wait);
+        await client.query(`INSERT INTO ${signalsTable} (name, key, payload) VALUES ('payment', $1, '{}')`, [keys[i]]);
+      }
+    } finally {
+      client.release();
+    }
+  };
+  await Promise.all(Array.from({ length: SENDERS }, (_, k) => sender(k)));
+  const { timedOut } = await waitForWorkflows(ctx, name, 20);
+
+  const rows = await query<{ ship: number; wait: number }>(
+    ctx,
+    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait
+       FROM ${steps} paid
+       JOIN ${steps} ship ON ship.workflow_id = paid.workflow_id AND ship.name = 'ship'
+       JOIN ${signalsTable} sg ON sg.id = (paid.result ->> 'id')::bigint
+      WHERE paid.workflow_id BETWEEN $1 AND $2 AND paid.name = 'paid' AND paid.status = 'done' AND ship.started_at IS NOT NULL`,
+    [ids.first, ids.last],
+  );
+  return {
+    signals: rows.length,
+    perSecond,
+    latencyMs: summarize(rows.map((r) => r.ship)),
+    waitStartedMs: summarize(rows.map((r) => r.wait)),
+    sendLagMs: lag,
+    timedOut,
+  };
+}
