@@ -228,7 +228,7 @@ export function buildTree(steps: StepView[]): StepNode[] {
 export function describeStep(s: StepView, now: Date = new Date()): string {
   const dur = s.durationMs === null || s.kind === 'fork' ? '' : ` ${formatDuration(s.durationMs)}`;
   const attempts = s.attempt > 1 || (s.status === 'failed' && s.maxAttempts !== null && s.maxAttempts > 1)
-    ? `  attempt ${s.attempt}${s.maxAttempts !== null ? `/${s.maxAttempts}` : ''}`
+    ? `  attempt ${s.attempt}${s.maxAttempts !== null && s.attempt <= s.maxAttempts ? `/${s.maxAttempts}` : ''}`
     : '';
   switch (s.status) {
     case 'done':

@@ -9,8 +9,8 @@ import { getStep, type CompiledStep } from '../flow/compiled.js';
 import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
-import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
+import { failureNeedsLostCount, resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
+import { countLostAttemptsBefore, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
@@ -120,8 +120,15 @@ export class Advance implements ForkHost {
       await this.apply(resolveSuccess(flow, origin.name, scope), origin);
     } else {
       this.event('step.failed', { stepId: origin.id, step: origin.name, attempt: origin.attempt, error: outcome.error });
-      await this.apply(resolveFailure(flow, origin.name, origin.attempt, outcome.error, this.deps.random()), origin);
+      const lostBefore = failureNeedsLostCount(flow, origin.name, origin.attempt, outcome.error) ? await this.lostAttemptsBefore(origin) : 0;
+      await this.apply(resolveFailure(flow, origin.name, origin.attempt, outcome.error, this.deps.random(), lostBefore), origin);
     }
+  }
+
+  /** The step's earlier attempts that were lost (retry.maxLost counts them apart from maxAttempts). */
+  private async lostAttemptsBefore(origin: Origin): Promise<number> {
+    await this.flush();
+    return countLostAttemptsBefore(this.db, { workflowId: this.wf.id, firstAttemptId: origin.firstAttemptId ?? origin.id, beforeId: origin.id });
   }
 
   /**

@@ -23,6 +23,8 @@ export type Transition =
 
 export interface RetryPolicy {
   maxAttempts: number;
+  /** Attempts lost to a dead executor or worker (not the step's fault), counted apart from maxAttempts. */
+  maxLost: number;
   initialMs: number;
   multiplier: number;
   maxMs: number;
@@ -76,7 +78,7 @@ export interface CompiledFlow {
   caps?: Readonly<Caps>;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 3, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true };
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 3, maxLost: 5, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true };
 export const DEFAULT_STEP_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_STEPS = 1_000;
 /** A forEach without `concurrency` (lowered to caps.forEachConcurrency when caps apply). */

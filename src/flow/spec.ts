@@ -26,6 +26,7 @@ const stepName = z
 export const retrySpec = z
   .object({
     maxAttempts: z.number().int().min(1).max(1000).optional(),
+    maxLost: z.number().int().min(1).max(1000).optional(),
     initial: duration.optional(),
     multiplier: z.number().min(1).max(100).optional(),
     max: duration.optional(),

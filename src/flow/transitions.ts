@@ -101,22 +101,42 @@ function outputOf(step: CompiledStep, scope: TemplateScope): unknown {
   return step.output === undefined ? (scope.result ?? null) : resolveTemplates(step.output, scope);
 }
 
-/** After an attempt failed with `error` (retryable or not). */
+/**
+ * Whether deciding after a failure of attempt `attempt` needs the number of earlier attempts of
+ * the step that were lost (resolveFailure's `lostBefore`): only when they could change the answer.
+ */
+export function failureNeedsLostCount(flow: CompiledFlow, stepName: string, attempt: number, error: ErrorData): boolean {
+  if (attempt <= 1 || error.retryable !== true) return false;
+  return error.code === 'lost' || attempt >= getStep(flow, stepName).retry.maxAttempts;
+}
+
+/**
+ * After an attempt failed with `error` (retryable or not). A lost attempt (`lost`: the executor
+ * or worker running it died, or stopped answering) is the platform's failure, not the step's: it
+ * runs again at once and does not spend `retry.maxAttempts`; lost attempts have their own bound,
+ * `retry.maxLost` (a step that kills whatever runs it still ends). `lostBefore`: the step's
+ * earlier attempts that were lost (0 when failureNeedsLostCount says it does not matter).
+ */
 export function resolveFailure(
   flow: CompiledFlow,
   stepName: string,
   attempt: number,
   error: ErrorData & { retryAfterMs?: number },
   random: number,
+  lostBefore = 0,
 ): Decision {
   const step = getStep(flow, stepName);
   const retryable = error.retryable === true;
-  if (retryable && attempt < step.retry.maxAttempts) {
-    // A step whose executor died (`lost`) did nothing wrong: it runs again at once (the attempt
-    // still counts). Everything else backs off.
-    const backoff = error.code === 'lost' ? 0 : backoffMs(step.retry, attempt, random);
+  const lost = error.code === 'lost';
+  if (retryable && lost && lostBefore + 1 < step.retry.maxLost) return { kind: 'retry', delayMs: 0 };
+  if (retryable && !lost && attempt - lostBefore < step.retry.maxAttempts) {
+    const backoff = backoffMs(step.retry, attempt, random);
     const delayMs = typeof error.retryAfterMs === 'number' && error.retryAfterMs > backoff ? error.retryAfterMs : backoff;
     return { kind: 'retry', delayMs };
+  }
+  if (retryable && lost) {
+    const bound = `lost ${lostBefore + 1} times (retry.maxLost is ${step.retry.maxLost})`;
+    error = { ...error, message: `${error.message}; ${bound}`, retryable: false, details: { lostAttempts: lostBefore + 1, maxLost: step.retry.maxLost } };
   }
   const data: ErrorData = { ...error, step: stepName, attempt };
   if (step.onError !== undefined) return { kind: 'goto', to: step.onError, error: data };

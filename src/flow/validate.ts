@@ -276,6 +276,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   const retry: RetryPolicy = { ...DEFAULT_RETRY };
   if (s.retry) {
     if (s.retry.maxAttempts !== undefined) retry.maxAttempts = s.retry.maxAttempts;
+    if (s.retry.maxLost !== undefined) retry.maxLost = s.retry.maxLost;
     if (s.retry.multiplier !== undefined) retry.multiplier = s.retry.multiplier;
     if (s.retry.jitter !== undefined) retry.jitter = s.retry.jitter;
     retry.initialMs = durationMs(s.retry.initial, `${at}.retry.initial`, issues) ?? retry.initialMs;

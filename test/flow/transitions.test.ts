@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY, type CompiledFlow, type RetryPolicy } from '../../src/flow/compiled.js';
-import { backoffMs, resolveFailure, resolveSuccess } from '../../src/flow/transitions.js';
+import { backoffMs, failureNeedsLostCount, resolveFailure, resolveSuccess } from '../../src/flow/transitions.js';
 import { compileFlow } from '../../src/flow/validate.js';
 
 function compile(raw: unknown): CompiledFlow {
@@ -162,7 +162,7 @@ describe("the seed's conditions keep their meaning through branches", () => {
 });
 
 describe('backoffMs', () => {
-  const policy: RetryPolicy = { maxAttempts: 10, initialMs: 1_000, multiplier: 2, maxMs: 30_000, jitter: false };
+  const policy: RetryPolicy = { maxAttempts: 10, maxLost: 5, initialMs: 1_000, multiplier: 2, maxMs: 30_000, jitter: false };
 
   it('grows exponentially from initial by the multiplier', () => {
     expect([1, 2, 3, 4].map((a) => backoffMs(policy, a, 0.5))).toEqual([1_000, 2_000, 4_000, 8_000]);
@@ -186,7 +186,7 @@ describe('backoffMs', () => {
   });
 
   it('uses the documented defaults (2s, x2, 30s, jitter)', () => {
-    expect(DEFAULT_RETRY).toEqual({ maxAttempts: 3, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true });
+    expect(DEFAULT_RETRY).toEqual({ maxAttempts: 3, maxLost: 5, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true });
     expect(backoffMs(DEFAULT_RETRY, 1, 0)).toBe(1_000);
     expect(backoffMs(DEFAULT_RETRY, 2, 0.999999)).toBe(4_000);
   });
@@ -210,10 +210,35 @@ describe('resolveFailure: what follows a failed attempt', () => {
     expect(resolveFailure(f, 'a', 2, retryable, 0)).toEqual({ kind: 'retry', delayMs: 2_000 });
   });
 
-  it('re-runs a step whose executor died at once, still counting the attempt', () => {
+  it('re-runs a step whose executor died at once, without spending its attempts: lost attempts have their own bound, retry.maxLost', () => {
     const lost = { code: 'lost', message: 'executor stopped heartbeating', retryable: true };
     expect(resolveFailure(f, 'a', 1, lost, 0)).toEqual({ kind: 'retry', delayMs: 0 });
-    expect(resolveFailure(f, 'a', 3, lost, 0)).toMatchObject({ kind: 'failBranch' });
+    // The third attempt of a step with maxAttempts 3 was lost, as were the two before it: it runs again.
+    expect(resolveFailure(f, 'a', 3, lost, 0, 2)).toEqual({ kind: 'retry', delayMs: 0 });
+    // Two lost attempts, then a failure of the step's own: one of its three attempts is spent.
+    expect(resolveFailure(f, 'a', 3, retryable, 0, 2)).toEqual({ kind: 'retry', delayMs: 4_000 });
+    expect(resolveFailure(f, 'a', 5, retryable, 0, 2)).toMatchObject({ kind: 'failBranch' });
+    // The fifth lost attempt (default maxLost 5) ends the step, naming the bound; not retryable.
+    expect(resolveFailure(f, 'a', 5, lost, 0, 4)).toEqual({
+      kind: 'failBranch',
+      error: { code: 'lost', message: 'executor stopped heartbeating; lost 5 times (retry.maxLost is 5)', retryable: false, details: { lostAttempts: 5, maxLost: 5 }, step: 'a', attempt: 5 },
+    });
+  });
+
+  it('routes a step that ran out of lost attempts to its onError', () => {
+    const g = compile({ start: 'a', steps: { a: noop({ retry: { maxLost: 2 }, onError: 'h' }), h: noop({}) } });
+    const lost = { code: 'lost', message: 'gone', retryable: true };
+    expect(resolveFailure(g, 'a', 2, lost, 0, 0)).toEqual({ kind: 'retry', delayMs: 0 });
+    expect(resolveFailure(g, 'a', 3, lost, 0, 1)).toMatchObject({ kind: 'goto', to: 'h', error: { code: 'lost', attempt: 3, details: { lostAttempts: 2, maxLost: 2 } } });
+  });
+
+  it('asks for the count of lost attempts only when it could change the answer', () => {
+    const lost = { code: 'lost', message: 'gone', retryable: true };
+    expect(failureNeedsLostCount(f, 'a', 1, lost)).toBe(false);
+    expect(failureNeedsLostCount(f, 'a', 2, lost)).toBe(true);
+    expect(failureNeedsLostCount(f, 'a', 2, retryable)).toBe(false);
+    expect(failureNeedsLostCount(f, 'a', 3, retryable)).toBe(true);
+    expect(failureNeedsLostCount(f, 'a', 3, fatal)).toBe(false);
   });
 
   it('fails the branch after the last attempt, naming step and attempt', () => {

@@ -58,7 +58,7 @@ describe('a valid flow compiles', () => {
       search: 'tool', approve: 'gate', enrich: 'fork', by_web: 'tool', by_kb: 'tool', merge: 'tool',
       each: 'fork', summarize: 'tool', note_failure: 'tool', report: 'tool', give_up: 'timer',
     });
-    expect(f.steps.get('summarize')!.retry).toEqual({ maxAttempts: 5, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true });
+    expect(f.steps.get('summarize')!.retry).toEqual({ maxAttempts: 5, maxLost: 5, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true });
     expect(f.steps.get('summarize')!.onError).toBe('note_failure');
     expect(f.steps.get('summarize')!.usesItem).toBe(true);
     expect(f.steps.get('approve')!.approval).toEqual({ timeoutMs: 86_400_000, onTimeout: 'fail' });

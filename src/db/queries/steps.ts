@@ -165,6 +165,21 @@ export async function getPrecedingRowInChain(
   return rows[0];
 }
 
+/**
+ * How many attempts of a step (the chain of retries that started with `firstAttemptId`) before
+ * `beforeId` were lost: failed with code `lost` (their executor or worker died).
+ */
+export async function countLostAttemptsBefore(db: Queryable, v: { workflowId: string; firstAttemptId: string; beforeId: string }): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'stepd_count_lost_attempts_before',
+    text: `SELECT count(*)::int AS n FROM workflow_steps
+            WHERE workflow_id = $1 AND (id = $2 OR first_attempt_id = $2) AND id < $3
+              AND status = 'failed' AND error ->> 'code' = 'lost'`,
+    values: [v.workflowId, v.firstAttemptId, v.beforeId],
+  });
+  return rows[0]?.n ?? 0;
+}
+
 /** A forEach item: the fork row that created it and its index there. */
 export interface ItemPosition {
   forkId: string;
