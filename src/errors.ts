@@ -96,3 +96,29 @@ export function isRetryablePgError(err: unknown): boolean {
   const message = err instanceof Error ? err.message : '';
   return /Connection terminated|ECONNREFUSED|ECONNRESET|connection timeout/i.test(message);
 }
+
+/** Deadlock (40P01) or serialization failure (40001): a conflict with another transaction, settled by trying again. */
+export function isTransactionConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
+}
+
+/**
+ * Runs `fn`, naming the statement (a query function's name, like `claimReadySteps`) on any error
+ * it throws, as `err.statement`, unless an inner call named it already: logs say which statement
+ * met a deadlock, not only that one happened.
+ */
+export async function namingStatement<T>(statement: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (typeof err === 'object' && err !== null && !('statement' in err)) Object.assign(err, { statement });
+    throw err;
+  }
+}
+
+/** The statement `namingStatement` named on `err`, if any. */
+export function statementOf(err: unknown): string | undefined {
+  const s = (err as { statement?: unknown } | null)?.statement;
+  return typeof s === 'string' ? s : undefined;
+}

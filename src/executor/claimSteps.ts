@@ -41,7 +41,7 @@ import {
   type ClaimedStep,
   type Queryable,
 } from '../db/queries.js';
-import type { ErrorData } from '../errors.js';
+import { namingStatement, type ErrorData } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
 import { DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
@@ -140,10 +140,12 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const cancelledRunning: string[] = [];
   try {
     if (toollessOnly) {
-      rows = await claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free });
+      rows = await namingStatement('claimReadyToollessSteps', () => claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free }));
       moreReady = rows.length >= free;
     } else {
-      ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
+      ({ rows, moreReady } = limited
+        ? await namingStatement('claimWithinLimits', () => claimWithinLimits(deps, free, leaseMs, { isolate: false }))
+        : await namingStatement('claimReadySteps', () => claimFast(deps, free, leaseMs)));
       // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
       if (rows.length >= free) deps.fairness.rolesNext = true;
     }

@@ -11,7 +11,7 @@ import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { writeSizeCaps } from '../db/queries/sizeCaps.js';
-import { StepError } from '../errors.js';
+import { namingStatement, StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
 import { Listener } from './listener.js';
 import type { WakeupHint } from './wakeupHint.js';
@@ -31,6 +31,7 @@ import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
 import { SkippedReadyRecheck } from './skippedReadyRecheck.js';
+import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
@@ -148,7 +149,7 @@ export class Executor {
     this.admission = new AdmissionLane({
       admitBatch: opts.admitBatch,
       maxInFlight: MAX_ADMISSIONS_IN_FLIGHT,
-      admit: (limit, claimSlots) => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable, this.admissionTurns), claimSlots),
+      admit: (limit, claimSlots) => namingStatement('admitWorkflows', () => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable, this.admissionTurns), claimSlots)),
       nextStartAtInMs: () => nextStartAtInMs(this.pool),
       onAdmitted: (r) => {
         this.outage.succeeded();
@@ -157,7 +158,7 @@ export class Executor {
         if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
       },
       onError: (err) => {
-        if (!this.outage.failed(err, 'admission')) deps.log.error({ err }, 'admitting new workflows failed; retrying');
+        if (!this.outage.failed(err, 'admission')) logRetriedFailure(deps.log, err, 'admitting new workflows failed; retrying');
         if (this.outage.active) this.reconcilePending = true;
       },
       // Only the loop: an admission's end says nothing about ready steps (onAdmitted does, if it left some).
@@ -304,7 +305,7 @@ export class Executor {
         errors++;
         const delay = backoffMs(errors);
         // A lost connection is part of an outage, logged once; anything else is logged each time.
-        if (!this.outage.failed(err, 'claim loop')) this.deps.log.error({ err, delayMs: delay }, 'executor iteration failed; retrying');
+        if (!this.outage.failed(err, 'claim loop')) logRetriedFailure(this.deps.log, err, 'executor iteration failed; retrying', { delayMs: delay });
         if (this.outage.active) this.reconcilePending = true;
         // Wake-ups don't cut the backoff short (a finishing step would make it a busy loop); stop does.
         const until = Date.now() + delay;
