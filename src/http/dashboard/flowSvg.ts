@@ -13,6 +13,7 @@ import { labelText } from './labelText.js';
 const NAME_CHARS = 30;
 const DETAIL_CHARS = 34;
 const EDGE_LABEL_CHARS = 24;
+const TITLE_CHARS = 600;
 
 export const STATE_LABELS: Record<NodeState, string> = {
   none: 'not reached',
@@ -64,7 +65,7 @@ function edgeSvg(p: PlacedEdge): Html {
   const d = p.points.map((pt, i) => `${i === 0 ? 'M' : 'L'}${round(pt.x)},${round(pt.y)}`).join(' ');
   const label = edgeLabel(p.edge);
   return html`<g class="edge ek-${p.edge.kind}" data-from="${p.edge.from}" data-to="${p.edge.to}" data-kind="${p.edge.kind}">
-<title>${p.edge.kind}: ${p.edge.from} → ${p.edge.to}${p.edge.label ? ` (${p.edge.label})` : ''}</title>
+<title>${labelText(`${p.edge.kind}: ${p.edge.from} → ${p.edge.to}${p.edge.label ? ` (${p.edge.label})` : ''}`, TITLE_CHARS)}</title>
 <path d="${d}" marker-end="url(#flow-arrow)"/>
 ${label && p.labelAt ? html`<text class="edge-label" x="${round(p.labelAt.x)}" y="${round(p.labelAt.y + 4)}" text-anchor="middle">${label}</text>` : ''}
 </g>`;
@@ -74,7 +75,7 @@ function nodeSvg(p: PlacedNode): Html {
   const n = p.node;
   const [name, detail, state] = nodeLines(n);
   const box = html`<g class="node st-${n.state} nk-${n.kind}${n.start ? ' start' : ''}" data-step="${n.id}" data-state="${n.state}" data-kind="${n.kind}" transform="translate(${round(p.x - p.width / 2)},${round(p.y - p.height / 2)})">
-<title>${n.id} (${n.detail}): ${stateLine(n)}; ${n.rows} row(s)</title>
+<title>${labelText(`${n.id} (${n.detail}): ${stateLine(n)}; ${n.rows} row(s)`, TITLE_CHARS)}</title>
 <rect width="${round(p.width)}" height="${NODE_HEIGHT}" rx="7"/>
 <text class="node-name" x="10" y="17">${name}</text>
 <text class="node-detail" x="10" y="32">${detail}</text>
