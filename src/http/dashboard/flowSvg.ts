@@ -56,6 +56,7 @@ export function renderFlowSvg(graph: FlowGraph, layout: FlowLayout = layoutFlow(
 <title id="flow-graph-title">The flow's steps and their states</title>
 <defs><marker id="flow-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path class="arrow-head" d="M0,0 L10,5 L0,10 z"/></marker></defs>
 <g class="edges">${layout.edges.map(edgeSvg)}</g>
+<g class="edge-labels">${layout.edges.map(edgeLabelSvg)}</g>
 <g class="nodes">${layout.nodes.map(nodeSvg)}</g>
 </svg>`;
 }
@@ -63,12 +64,17 @@ export function renderFlowSvg(graph: FlowGraph, layout: FlowLayout = layoutFlow(
 function edgeSvg(p: PlacedEdge): Html {
   if (p.points.length === 0) return html``;
   const d = p.points.map((pt, i) => `${i === 0 ? 'M' : 'L'}${round(pt.x)},${round(pt.y)}`).join(' ');
-  const label = edgeLabel(p.edge);
   return html`<g class="edge ek-${p.edge.kind}" data-from="${p.edge.from}" data-to="${p.edge.to}" data-kind="${p.edge.kind}">
 <title>${labelText(`${p.edge.kind}: ${p.edge.from} → ${p.edge.to}${p.edge.label ? ` (${p.edge.label})` : ''}`, TITLE_CHARS)}</title>
 <path d="${d}" marker-end="url(#flow-arrow)"/>
-${label && p.labelAt ? html`<text class="edge-label" x="${round(p.labelAt.x)}" y="${round(p.labelAt.y + 4)}" text-anchor="middle">${label}</text>` : ''}
 </g>`;
+}
+
+/** Labels after every line, so no later line crosses them; a halo in the page's colour keeps them readable. */
+function edgeLabelSvg(p: PlacedEdge): Html {
+  const label = edgeLabel(p.edge);
+  if (!label || !p.labelAt) return html``;
+  return html`<text class="edge-label ek-${p.edge.kind}" x="${round(p.labelAt.x)}" y="${round(p.labelAt.y + 4)}" text-anchor="middle">${label}</text>`;
 }
 
 function nodeSvg(p: PlacedNode): Html {
@@ -95,7 +101,8 @@ export const FLOW_PICTURE_STYLE = `
 .flow-graph .node rect { stroke-width: 1.5; fill: #8881; stroke: var(--muted); }
 .flow-graph .node.start rect { stroke-width: 2.5; }
 .flow-graph .node-name { font-weight: 600; } .flow-graph .node-detail, .flow-graph .edge-label { fill: var(--muted); }
-.flow-graph .edge-label { paint-order: stroke; stroke: Canvas; stroke-width: 4px; stroke-linejoin: round; }
+.flow-graph .edge-label { paint-order: stroke; stroke: #fff; stroke-width: 5px; stroke-linejoin: round; } .flow-graph .edge-label.ek-onError { fill: var(--bad); }
+@media (prefers-color-scheme: dark) { .flow-graph .edge-label { stroke: #121212; } }
 .flow-graph .edge path { fill: none; stroke: var(--muted); stroke-width: 1.3; } .arrow-head { fill: var(--muted); }
 .flow-graph .ek-onError path { stroke: var(--bad); stroke-dasharray: 5 3; } .flow-graph .ek-join path { stroke-dasharray: 2 3; }
 .flow-graph .ek-parallel path, .flow-graph .ek-forEach path { stroke-width: 2; }
