@@ -6,24 +6,18 @@
  * workflow is cancelled through the SQL contract.
  */
 import { describe, expect, it } from 'vitest';
-import { envFor, spawnCli } from '../cli/helpers.js';
-import { createTestSchema, insertWorkflow, waitFor, getSteps, waitForStep } from '../helpers/db.js';
+import { createTestSchema, getSteps, waitFor } from '../helpers/db.js';
 import { CHROMIUM, openBrowser } from './browser.js';
-import { pictureFlow } from './pictureFlow.js';
+import { startPictureWorkflow } from './pictureFlow.js';
 
 describe.skipIf(!CHROMIUM && process.env.CI !== 'true')('flow graph and timeline in chromium', () => {
   it('draws each step in its state and each attempt, and follows a change live', async () => {
     const t = await createTestSchema();
-    const daemon = spawnCli(['start', '--http', '0', '--user', 'dana'], { env: envFor(t) });
-    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
-    const id = await insertWorkflow(t, pictureFlow, {}, { name: 'inventory-sync', user: 'dana' });
-    await waitForStep(t, id, 'recover', 'done');
-    await waitForStep(t, id, 'slow', 'running');
+    const { daemon, base, id } = await startPictureWorkflow(t);
 
     const browser = await openBrowser();
     const page = await browser.newPage();
     await page.goto(`${base}/workflows/${id}`);
-    if (process.env.DEBUG_SHOT) await page.screenshot({ path: process.env.DEBUG_SHOT, fullPage: true });
     const node = (name: string) => page.locator(`#flow-graph g.node[data-step="${name}"]`);
     await node('slow').waitFor();
     expect(await node('prepare').getAttribute('data-state')).toBe('done');

@@ -10,7 +10,7 @@ import { describe, it } from 'vitest';
 import { ROOT, envFor, spawnCli } from '../cli/helpers.js';
 import { createTestSchema, insertWorkflow, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { CHROMIUM, openBrowser } from './browser.js';
-import { pictureFlow } from './pictureFlow.js';
+import { startPictureWorkflow } from './pictureFlow.js';
 
 const OUT = process.env.STEPD_TEST_SCREENSHOTS;
 
@@ -69,11 +69,7 @@ describe.runIf(OUT && CHROMIUM)('README screenshots', () => {
 
   it('takes the flow graph and the attempts timeline', async () => {
     const t = await createTestSchema();
-    const daemon = spawnCli(['start', '--http', '0', '--user', 'dana'], { env: envFor(t) });
-    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
-    const id = await insertWorkflow(t, pictureFlow, {}, { name: 'inventory-sync', user: 'dana' });
-    await waitForStep(t, id, 'recover', 'done');
-    await waitForStep(t, id, 'slow', 'running');
+    const { daemon, base, id } = await startPictureWorkflow(t);
     const browser = await openBrowser({ width: 1100, height: 1000 });
     const page = await browser.newPage();
     await page.goto(`${base}/workflows/${id}`);
