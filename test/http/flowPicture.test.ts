@@ -74,4 +74,14 @@ describe('flow graph and timeline on the workflow page', () => {
     expect(body).toContain('data-step="step_0"');
     expect(body).not.toContain(`data-step="step_${MAX_GRAPH_NODES}"`);
   });
+
+  it('says why a flow that does not compile cannot be drawn, and still lists its rows', async () => {
+    const t = await createTestSchema();
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.echo', next: '<nowhere>' } } }, {}, { name: 'broken' });
+    const { request } = buildTestApp(t);
+    const body = await (await request(`/workflows/${id}`, { headers: html })).text();
+    expect(body).toMatch(/<p class="muted" id="flow-graph-problem">The flow cannot be drawn: steps\.a\.next: [^<]*&lt;nowhere&gt;[^<]*\.<\/p>/);
+    expect(body).not.toContain('id="flow-graph"');
+    expect(body).toContain('<h3>Steps</h3>');
+  });
 });
