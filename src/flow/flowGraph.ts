@@ -87,8 +87,15 @@ export function flowGraph(flow: CompiledFlow, rows: readonly GraphRow[], opts: {
   const drawn = new Set(order.slice(0, maxNodes));
   const byName = groupRows(rows);
   const nodes = order.slice(0, maxNodes).map((name) => stepNode(flow, flow.steps.get(name)!, byName.get(name) ?? [], now));
-  const edges = allEdges.filter((e) => drawn.has(e.from) && drawn.has(e.to));
+  const edges = allEdges.filter((e) => drawn.has(e.from) && drawn.has(e.to)).map((e) => withItems(e, nodes));
   return { nodes, edges, totalSteps: flow.steps.size, omittedEdges: allEdges.length - edges.length };
+}
+
+/** A forEach edge says how many items its fork's latest row fanned out, once it has. */
+function withItems(e: GraphEdge, nodes: GraphNode[]): GraphEdge {
+  if (e.kind !== 'forEach') return e;
+  const items = nodes.find((n) => n.id === e.from)?.items;
+  return items === undefined ? e : { ...e, label: `${e.label ?? 'each item'}`.replace(/^each item/, `each of ${items} item${items === 1 ? '' : 's'}`) };
 }
 
 /** The state a row shows: a pending row waits (for an approval, a signal, a child, a timer); a ready row not due yet waits too (a retry's backoff, a timer). */

@@ -112,6 +112,7 @@ describe('flowGraph: states from the rows', () => {
     const work = g.nodes.find((n) => n.id === 'work')!;
     expect(work).toMatchObject({ state: 'done', counts: { done: 3 }, rows: 4, retries: 1, lost: 1 });
     expect(g.nodes.find((n) => n.id === 'each')).toMatchObject({ state: 'done', items: 3 });
+    expect(g.edges.find((e) => e.kind === 'forEach')).toMatchObject({ from: 'each', to: 'work', label: 'each of 3 items' });
     expect(g.nodes.find((n) => n.id === 'gate')).toMatchObject({ state: 'none', counts: {} });
   });
 

@@ -30,12 +30,18 @@ export interface FlowLayout {
 }
 
 export const NODE_HEIGHT = 54;
-const CHAR_WIDTH = 7;
+const CHAR_WIDTH = 7.6;
 
-/** A node's width from the longest of its lines (each line already cut to a few dozen characters). */
+/** A node's width from the longest of its lines (each already cut to a few dozen characters; wide characters, CJK and emoji, count twice). */
 export function nodeWidth(lines: string[]): number {
-  const longest = Math.max(...lines.map((l) => Array.from(l).length));
-  return Math.min(260, Math.max(120, 20 + longest * CHAR_WIDTH));
+  const longest = Math.max(...lines.map(textUnits));
+  return Math.min(480, Math.max(120, 24 + longest * CHAR_WIDTH));
+}
+
+function textUnits(line: string): number {
+  let units = 0;
+  for (const ch of line) units += ch.codePointAt(0)! >= 0x1100 ? 2 : 1;
+  return units;
 }
 
 export function layoutFlow(graph: FlowGraph, nodeLines: (n: GraphNode) => string[], edgeLabel: (e: GraphEdge) => string): FlowLayout {
