@@ -86,7 +86,7 @@ export function renderTimeline(timeline: Timeline): Html {
   return html`<svg class="timeline" id="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-labelledby="timeline-title">
 <title id="timeline-title">Every attempt from its creation to its end</title>
 <g class="axis">${ticks(timeline.spanMs).map(
-    (ms) => html`<line x1="${r1(x(ms))}" y1="${AXIS_HEIGHT - 4}" x2="${r1(x(ms))}" y2="${height}"/><text x="${r1(x(ms))}" y="12" text-anchor="middle">+${formatDuration(ms)}</text>`,
+    (ms) => html`<line x1="${r1(x(ms))}" y1="${AXIS_HEIGHT - 4}" x2="${r1(x(ms))}" y2="${height}"/><text x="${r1(x(ms))}" y="12" text-anchor="middle">${ms === 0 ? '0' : `+${formatDuration(ms)}`}</text>`,
   )}</g>
 ${timeline.bars.map((b, i) => barSvg(b, AXIS_HEIGHT + i * ROW_HEIGHT, x))}
 </svg>`;
