@@ -12,8 +12,14 @@ import { html, type Html } from '../html.js';
 import { MAX_TIMELINE_ROWS, renderTimeline, timelineBars } from './attemptsTimeline.js';
 import { STATE_LABELS, renderFlowSvg } from './flowSvg.js';
 import { labelText } from './labelText.js';
+import type { WorkflowPageData } from './withFlow.js';
 
 const LEGEND: NodeState[] = ['running', 'ready', 'waiting', 'done', 'failed', 'cancelled', 'none'];
+
+/** The pictures of a workflow page's data, when it carries the flow (withFlow.ts); nothing otherwise. */
+export function renderFlowPictureOf(details: WorkflowPageData, now: Date = new Date()): Html | '' {
+  return details.flow === undefined ? '' : renderFlowPicture(details.flow, details.steps, now);
+}
 
 export function renderFlowPicture(flow: unknown, steps: readonly StepView[], now: Date = new Date()): Html {
   return html`<h3>Flow</h3>

@@ -5,7 +5,7 @@
 import type { Hono } from 'hono';
 import type { Kysely } from 'kysely';
 import { OperationError } from '../../api/errors.js';
-import { toOperationError, type Operations } from '../../api/operations.js';
+import { toOperationError, type Operations, type WorkflowDetails } from '../../api/operations.js';
 import { toWorkflowSummary } from '../../api/views.js';
 import { listWorkflows } from '../../db/reads.js';
 import type { Database, WorkflowStatus } from '../../db/tables.js';
@@ -16,7 +16,7 @@ import { page } from './layout.js';
 import { LIST_STATUSES, renderListLive, renderListPage, type ListFilters } from './listPage.js';
 import { isFragmentRequest, pageContext, sendHtml } from './respond.js';
 import { renderWorkflowLive, renderWorkflowPage } from './workflowPage.js';
-import { withFlow, type WorkflowPageData } from './withFlow.js';
+import { withFlow } from './withFlow.js';
 
 export interface DashboardDeps {
   operations: Operations;
@@ -49,7 +49,7 @@ export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
 
   app.get('/workflows/:id', async (c) => {
     const ctx = pageContext(c, deps.sessions);
-    let details: WorkflowPageData;
+    let details: WorkflowDetails;
     try {
       details = await deps.operations.getWorkflow(ctx.user, { workflowId: c.req.param('id') });
       details = await withFlow(deps.db, details);

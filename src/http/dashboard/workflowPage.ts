@@ -12,10 +12,9 @@ import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
 import { utc } from './listPage.js';
 import { folded, renderStepTree } from './stepTree.js';
-import { renderFlowPicture } from './flowPicture.js';
-import type { WorkflowPageData } from './withFlow.js';
+import { renderFlowPictureOf } from './flowPicture.js';
 
-export function renderWorkflowPage(ctx: PageContext, details: WorkflowPageData, problem?: string): Html {
+export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, problem?: string): Html {
   const wf = details.workflow;
   return page(ctx, {
     title: `workflow ${wf.id} ${wf.name}`,
@@ -28,7 +27,7 @@ ${problem ? html`<p class="flash" role="alert" id="problem">${problem}</p>` : ''
 }
 
 /** Status, buttons, gates and the tree (the live region). */
-export function renderWorkflowLive(ctx: PageContext, details: WorkflowPageData, now: Date = new Date()): Html {
+export function renderWorkflowLive(ctx: PageContext, details: WorkflowDetails, now: Date = new Date()): Html {
   const wf = details.workflow;
   const active = wf.status === 'new' || wf.status === 'running';
   return html`<dl class="meta">
@@ -52,7 +51,7 @@ ${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
 </div>
 ${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, details.steps.find((s) => s.id === g.stepId), now))}` : ''}
 ${details.signals.length ? html`<h3>Waiting for signals</h3>${details.signals.map((w) => signalWait(w, now))}` : ''}
-${details.flow !== undefined ? renderFlowPicture(details.flow, details.steps, now) : ''}
+${renderFlowPictureOf(details, now)}
 <h3>Steps</h3>
 ${renderStepTree(details.steps, now)}`;
 }
