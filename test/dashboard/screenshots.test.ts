@@ -2,13 +2,15 @@
  * The README's screenshots (docs/images/dashboard-*.png), taken only when asked:
  *   STEPD_TEST_SCREENSHOTS=docs/images npx vitest run test/dashboard/screenshots.test.ts
  * A few workflows in the states an operator meets (completed fan-out, failed, cancelled, waiting
- * at a gate), then the list and one workflow page.
+ * at a gate), then the list and one workflow page; and a workflow's flow graph and attempts
+ * (dashboard-graph.png; only it: add `-t "flow graph"`).
  */
 import path from 'node:path';
 import { describe, it } from 'vitest';
 import { ROOT, envFor, spawnCli } from '../cli/helpers.js';
 import { createTestSchema, insertWorkflow, waitForStep, waitForWorkflow } from '../helpers/db.js';
 import { CHROMIUM, openBrowser } from './browser.js';
+import { startPictureWorkflow } from './pictureFlow.js';
 
 const OUT = process.env.STEPD_TEST_SCREENSHOTS;
 
@@ -62,6 +64,20 @@ describe.runIf(OUT && CHROMIUM)('README screenshots', () => {
     await page.locator('li[data-step-name="build"] details').first().evaluate((d) => ((d as HTMLDetailsElement).open = true));
     await page.setViewportSize({ width: 1100, height: 1000 });
     await page.screenshot({ path: path.resolve(ROOT, OUT!, 'dashboard-workflow.png'), fullPage: true });
+    await daemon.kill('SIGTERM');
+  });
+
+  it('takes the flow graph and the attempts timeline', async () => {
+    const t = await createTestSchema();
+    const { daemon, base, id } = await startPictureWorkflow(t);
+    const browser = await openBrowser({ width: 1100, height: 1000 });
+    const page = await browser.newPage();
+    await page.goto(`${base}/workflows/${id}`);
+    await page.locator('#timeline').waitFor();
+    const top = (await page.locator('h3', { hasText: 'Flow' }).boundingBox())!;
+    const bottom = (await page.locator('#timeline').boundingBox())!;
+    await page.screenshot({ path: path.resolve(ROOT, OUT!, 'dashboard-graph.png'), fullPage: true, clip: { x: 0, y: top.y - 8, width: 1100, height: bottom.y + bottom.height + 24 - (top.y - 8) } });
+    await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
     await daemon.kill('SIGTERM');
   });
 });

@@ -17,6 +17,7 @@ import { page } from './layout.js';
 import type { DashboardDeps } from './pages.js';
 import { pageContext, sendHtml } from './respond.js';
 import { renderWorkflowPage } from './workflowPage.js';
+import { withFlow } from './withFlow.js';
 
 type Action = (user: string, form: Record<string, unknown>, c: Context<HttpEnv>) => Promise<unknown>;
 
@@ -52,7 +53,7 @@ async function refused(c: Context<HttpEnv>, deps: DashboardDeps, workflowId: str
   const status = (httpStatusFor(err.code) ?? 500) as 400 | 403 | 404 | 409 | 500 | 501 | 503;
   try {
     const details = await deps.operations.getWorkflow(ctx.user, { workflowId });
-    return sendHtml(c, ctx, renderWorkflowPage(ctx, details, err.message), status);
+    return sendHtml(c, ctx, renderWorkflowPage(ctx, await withFlow(deps.db, details), err.message), status);
   } catch {
     return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/">← workflows</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status);
   }

@@ -5,6 +5,7 @@
  * script.
  */
 import { html, trustedHtml, type Html } from '../html.js';
+import { FLOW_PICTURE_STYLE } from './flowSvg.js';
 
 export interface PageContext {
   user: string;
@@ -41,7 +42,7 @@ details > summary { cursor: pointer; color: var(--muted); }
 .actions { display: flex; gap: .6em; flex-wrap: wrap; align-items: center; margin: .6em 0; }
 .flash { padding: .5em .8em; border: 1px solid var(--bad); border-radius: 6px; color: var(--bad); }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em; } dl.meta dt { color: var(--muted); }
-`;
+` + FLOW_PICTURE_STYLE;
 
 /**
  * Live updates: the server sends an event for every transition (Server-Sent Events from the

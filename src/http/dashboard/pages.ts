@@ -16,6 +16,7 @@ import { page } from './layout.js';
 import { LIST_STATUSES, renderListLive, renderListPage, type ListFilters } from './listPage.js';
 import { isFragmentRequest, pageContext, sendHtml } from './respond.js';
 import { renderWorkflowLive, renderWorkflowPage } from './workflowPage.js';
+import { withFlow } from './withFlow.js';
 
 export interface DashboardDeps {
   operations: Operations;
@@ -51,6 +52,7 @@ export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
     let details: WorkflowDetails;
     try {
       details = await deps.operations.getWorkflow(ctx.user, { workflowId: c.req.param('id') });
+      details = await withFlow(deps.db, details);
     } catch (err) {
       if (!(err instanceof OperationError) || (err.code !== 'not_found' && err.code !== 'invalid_input')) throw err;
       const status = err.code === 'not_found' ? 404 : 400;

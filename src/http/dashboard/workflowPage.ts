@@ -12,6 +12,7 @@ import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
 import { utc } from './listPage.js';
 import { folded, renderStepTree } from './stepTree.js';
+import { renderFlowPictureOf } from './flowPicture.js';
 
 export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, problem?: string): Html {
   const wf = details.workflow;
@@ -50,6 +51,7 @@ ${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
 </div>
 ${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, details.steps.find((s) => s.id === g.stepId), now))}` : ''}
 ${details.signals.length ? html`<h3>Waiting for signals</h3>${details.signals.map((w) => signalWait(w, now))}` : ''}
+${renderFlowPictureOf(details, now)}
 <h3>Steps</h3>
 ${renderStepTree(details.steps, now)}`;
 }
