@@ -63,7 +63,9 @@ export async function runClaimedStep(
 export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome | undefined> {
   const spent: { usage?: StepUsage } = {};
   const outcome = await runStepOnce(deps, row, step, signal, spent);
-  const usage = outcome && outcomeUsage(outcome, spent.usage);
+  // Only a tool's word counts: a gate's or a signal's result is a client's, and a sub-workflow
+  // step takes its child's usage in the database (sql/0030).
+  const usage = outcome && step.kind === 'tool' ? outcomeUsage(outcome, spent.usage) : undefined;
   return usage && outcome ? { ...outcome, usage } : outcome;
 }
 
