@@ -146,9 +146,15 @@ function defaultAnswer(req: ChatRequest): string {
   return JSON.stringify(fromSchema(schema, text.toLowerCase()));
 }
 
+/** Words that also pick an enum value (a stand-in for the model's judgement). */
+const HINTS: Record<string, string[]> = { billing: ['invoice', 'charged', 'refund', 'payment'], bug: ['crash', 'error', 'broken'] };
+
 /** A value that matches a (simple) JSON Schema; enum values are chosen by the words of `text`. */
 function fromSchema(schema: Record<string, unknown>, text: string): unknown {
-  if (Array.isArray(schema.enum)) return schema.enum.find((v) => typeof v === 'string' && text.includes(v.toLowerCase())) ?? schema.enum[schema.enum.length - 1];
+  if (Array.isArray(schema.enum)) {
+    const named = schema.enum.find((v) => typeof v === 'string' && (text.includes(v.toLowerCase()) || (HINTS[v] ?? []).some((w) => text.includes(w))));
+    return named ?? schema.enum[schema.enum.length - 1];
+  }
   switch (schema.type) {
     case 'object': {
       const out: Record<string, unknown> = {};
