@@ -33,6 +33,35 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
     'cost', coalesce((a ->> 'cost')::pg_catalog.numeric, 0) + coalesce((b ->> 'cost')::pg_catalog.numeric, 0)) END
 $$;
 
+-- A result's `usage` as a step's usage, or NULL (the same reading as normalizeUsage in
+-- src/usage/stepUsage.ts): for writers of step outcomes in SQL (a worker's finish) that record
+-- what a tool reported in its result: `usage = stepd_usage_of(result)`.
+CREATE FUNCTION stepd_usage_of(result jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  u pg_catalog.jsonb := CASE WHEN pg_catalog.jsonb_typeof(result -> 'usage') = 'object' THEN result -> 'usage' END;
+  v pg_catalog.jsonb[];
+  n pg_catalog.numeric[] := ARRAY[NULL, NULL, NULL]::pg_catalog.numeric[];
+  limits pg_catalog.numeric[] := ARRAY[1e12, 1e12, 1e9];
+BEGIN
+  IF u IS NULL THEN RETURN NULL; END IF;
+  -- The first of each name that is present and not JSON null, as `??` reads them.
+  v := ARRAY[
+    coalesce(NULLIF(u -> 'inputTokens', 'null'::pg_catalog.jsonb), NULLIF(u -> 'input_tokens', 'null'::pg_catalog.jsonb), u -> 'prompt_tokens'),
+    coalesce(NULLIF(u -> 'outputTokens', 'null'::pg_catalog.jsonb), NULLIF(u -> 'output_tokens', 'null'::pg_catalog.jsonb), u -> 'completion_tokens'),
+    u -> 'cost'];
+  FOR k IN 1..3 LOOP
+    IF pg_catalog.jsonb_typeof(v[k]) = 'number' AND v[k]::pg_catalog.numeric >= 0 THEN
+      n[k] := least(v[k]::pg_catalog.numeric, limits[k]);
+    END IF;
+  END LOOP;
+  IF n[1] IS NULL AND n[2] IS NULL AND n[3] IS NULL THEN RETURN NULL; END IF;
+  RETURN pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+    'model', CASE WHEN pg_catalog.jsonb_typeof(u -> 'model') = 'string' AND u ->> 'model' <> '' THEN pg_catalog.left(u ->> 'model', 200) END,
+    'inputTokens', pg_catalog.round(coalesce(n[1], 0)), 'outputTokens', pg_catalog.round(coalesce(n[2], 0)), 'cost', coalesce(n[3], 0)));
+END;
+$$;
+
 -- A step ends: a sub-workflow step takes its child's usage; a usage is added to the workflow.
 CREATE FUNCTION stepd_roll_up_usage() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -60,7 +89,9 @@ BEGIN
 END;
 $$;
 
-REVOKE ALL ON FUNCTION stepd_usage_add(jsonb, jsonb), stepd_roll_up_usage(), stepd_guard_usage() FROM PUBLIC;
+-- The two pure functions stay callable (the executor role runs the sum in its own session); the
+-- trigger functions are called by nobody.
+REVOKE ALL ON FUNCTION stepd_roll_up_usage(), stepd_guard_usage() FROM PUBLIC;
 
 DO $migration$
 BEGIN

@@ -4,8 +4,23 @@
  * session without the marker is refused by the guard, and a gate readied with a result that
  * carries a `usage` records none (only a tool's report counts), so budgets cannot be forged.
  */
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { clientInsert, getSteps, getWorkflow, insertWorkflow, refused, securityEnv, waitForStep, waitForWorkflow } from './helpers.js';
+import { startChatServer } from '../helpers/chatServer.js';
+import {
+  clientInsert,
+  createLoginRole,
+  createSecuredSchema,
+  getSteps,
+  getWorkflow,
+  insertWorkflow,
+  refused,
+  schemaRoles,
+  securityEnv,
+  startConfiguredExecutor,
+  waitForStep,
+  waitForWorkflow,
+} from './helpers.js';
 
 const USAGE = `'{"inputTokens": 1, "outputTokens": 1, "cost": 1000}'`;
 
@@ -43,5 +58,31 @@ describe("usage is the executor's", () => {
     expect(wf.status).toBe('completed');
     expect(wf.usage).toBeNull();
     expect((await getSteps(env.t, id))[0]!.usage).toBeNull();
+  });
+
+  it('an executor that is only a member of <schema>_executor records, sums (children included) and budgets usage', async () => {
+    const t = await createSecuredSchema();
+    const role = await createLoginRole(t, schemaRoles(t.schema).executor, `exe_${randomBytes(5).toString('hex')}`);
+    const server = await startChatServer({ apiKey: 'sk-role-test-key-123' });
+    server.answer = () => 'ok';
+    const config = {
+      llm: { providers: { main: { baseUrl: server.baseUrl, apiKey: 'sk-role-test-key-123', prices: { small: { input: 0, output: 100_000 } } } } },
+      http: { allow: [`${new URL(server.baseUrl).origin}/`] },
+    };
+    await startConfiguredExecutor(t, config, { options: { databaseUrl: role.url } });
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('leaf', $1)`, [
+      JSON.stringify({ start: 'ask', steps: { ask: { tool: 'llm.chat', args: { model: 'main/small', messages: [{ role: 'user', content: 'x' }] }, done: true } } }),
+    ]);
+    // 0.1 per child: the fourth child's call would start with its parent at 0.3, past 0.25.
+    const id = await insertWorkflow(t, {
+      start: 'each',
+      budget: { cost: 0.25 },
+      steps: { each: { forEach: { items: '{{input.items}}', step: 'kid', concurrency: 1 }, join: 'end' }, kid: { workflow: { name: 'leaf', input: {} } }, end: { tool: 'core.noop', args: {}, done: true } },
+    }, { items: [1, 2, 3, 4] });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    expect(wf.error).toMatchObject({ code: 'budget_exceeded', step: 'kid' });
+    expect(server.requests).toHaveLength(3);
+    expect(wf.usage).toEqual({ inputTokens: 3, outputTokens: 3, cost: 0.3 });
   });
 });
