@@ -107,6 +107,22 @@ describe('llm.chat steps in workflows', () => {
     expect(server.requests).toHaveLength(4);
   });
 
+  it("a slow answer past the step's timeout is aborted and retried", async () => {
+    const t = await createTestSchema();
+    const server = await startChatServer({ apiKey: KEY });
+    await start(t, server);
+    server.fail({ delayMs: 10_000 });
+    const id = await insertWorkflow(t, { start: 'ask', steps: { ask: { ...classify('a bug: it crashes'), timeout: '500ms', done: true, output: '{{result.json}}' } } });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf).toMatchObject({ status: 'completed', output: { category: 'bug' } });
+    const steps = await getSteps(t, id);
+    expect(steps.map((s) => [s.attempt, s.status, s.error?.code ?? null])).toEqual([
+      [1, 'failed', 'timeout'],
+      [2, 'done', null],
+    ]);
+    expect(server.requests[0]!.aborted).toBe(true);
+  });
+
   it('cancelling the workflow aborts the running request', async () => {
     const t = await createTestSchema();
     const server = await startChatServer({ apiKey: KEY });
