@@ -14,6 +14,7 @@
  * and is aborted with the step's signal (cancel, timeout, shutdown).
  */
 import OpenAI from 'openai';
+import { z } from 'zod';
 import { StepError } from '../../errors.js';
 import { SchemaCompiler, type SchemaCheck } from '../../flow/jsonSchema.js';
 import type { Logger } from '../../logger.js';
@@ -26,7 +27,6 @@ import { apiMessage, llmChatArgs, parseChatArgs, type LlmChatArgs } from './chat
 import { chatError } from './chatErrors.js';
 import { egressFetch } from './egressFetch.js';
 import { splitModel, type LlmConfig, type LlmProviderConfig } from './llmConfig.js';
-import { z } from 'zod';
 
 export interface LlmChatResult {
   text: string | null;
