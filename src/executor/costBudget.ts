@@ -29,7 +29,13 @@ export class BudgetExceededError extends StepError {
 
 /** Throws BudgetExceededError when the step's workflow, or one above it, has spent its budget. */
 export async function checkCostBudget(deps: CostBudgetDeps, row: ClaimedStep): Promise<void> {
-  const chain = await getWorkflowCostsUpTheChain(deps.pool, row.workflow_id);
+  let chain: Awaited<ReturnType<typeof getWorkflowCostsUpTheChain>>;
+  try {
+    chain = await getWorkflowCostsUpTheChain(deps.pool, row.workflow_id);
+  } catch (err) {
+    // The database did not answer: no call without its check; the attempt fails retryably.
+    throw new StepError('budget_unchecked', `step "${row.name}": the workflow's cost could not be read before the model call: ${(err as Error).message}`, { retryable: true, cause: err });
+  }
   for (const w of chain) {
     const userCap = userCostBudget(deps.llm, w.createdBy);
     const limits: { budget: number; source: 'flow' | 'user' }[] = [];
