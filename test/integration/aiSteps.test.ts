@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
+import { PromMetrics } from '../../src/telemetry/promMetrics.js';
 import { Secrets } from '../../src/secrets.js';
 import { EgressPolicy } from '../../src/tools/egress.js';
 import type { LlmConfig } from '../../src/tools/llm/llmConfig.js';
@@ -46,10 +47,11 @@ describe('llm.chat steps in workflows', () => {
     const t = await createTestSchema();
     const server = await startChatServer({ apiKey: KEY });
     server.answer = () => 'ok';
+    const metrics = new PromMetrics({ processMetrics: false });
     await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('summarize', $1)`, [
       JSON.stringify({ start: 'sum', steps: { sum: { tool: 'llm.chat', args: { model: 'main/small', messages: [{ role: 'user', content: 'summarize {{input.n}} tickets' }] }, done: true, output: '{{result.text}}' } } }),
     ]);
-    await start(t, server);
+    await start(t, server, { metrics });
     const id = await insertWorkflow(t, {
       start: 'each',
       steps: {
@@ -76,6 +78,11 @@ describe('llm.chat steps in workflows', () => {
     // Gates, forks and echo steps have none; the parent's sum holds its steps and its child.
     expect(steps.filter((s) => s.name === 'each').map((s) => s.usage)).toEqual([null]);
     expect(wf.usage).toEqual({ inputTokens: 10, outputTokens: 4, cost: 0.4 });
+    // /metrics counted each call once (the sub-workflow step itself reported nothing).
+    const text = await metrics.render();
+    expect(text).toContain('stepd_usage_tokens_total{model="main/small",user="none",direction="input"} 10');
+    expect(text).toContain('stepd_usage_tokens_total{model="main/small",user="none",direction="output"} 4');
+    expect(text).toMatch(/stepd_usage_cost_total\{model="main\/small",user="none"\} 0\.4/);
   });
 
   it('retries 429 after its Retry-After, then 500, then an answer that breaks the schema, and completes; every answered attempt keeps its usage', async () => {
