@@ -9,9 +9,10 @@ import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { trustProxySchema } from './http/trustedProxies.js';
 import type { Secrets } from './secrets.js';
+import { llmConfigSchema, type LlmConfig } from './tools/llm/llmConfig.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
-export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
+export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http', 'llm'];
 
 const SERVER_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
 /** `*`, `kb.*`, `kb.search`, `llm.sum*`: a `*` may only end a pattern. */
@@ -81,6 +82,7 @@ const fileSchema = z.strictObject({
   http: httpPolicySchema.optional(),
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
+  llm: llmConfigSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -114,6 +116,8 @@ export interface StepdFileConfig {
   clients?: ClientsConfig;
   caps?: CapsConfig;
   api?: ApiConfig;
+  /** Model providers, prices and cost budgets (src/tools/llm/llmConfig.ts). */
+  llm?: LlmConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {

@@ -22,6 +22,7 @@ import { confirmEvent, endEventOf, factKey, PrintedFacts, readEventRows, type Ev
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
 import { sendSignalCommand, signalWaitText } from './signalWait.js';
+import { describeUsage } from '../usage/stepUsage.js';
 
 const RECHECK_MS = 5_000;
 /** Events confirmed together (one read of their workflow rows, one of their step rows). */
@@ -209,6 +210,7 @@ export class Follower {
         const issues = (row.error as { issues?: unknown }).issues;
         if (Array.isArray(issues)) for (const i of issues as { path?: string; message?: string }[]) out(`  ${i.path || '(flow)'}: ${i.message}`);
       }
+      if (row.usage) out(`usage: ${describeUsage(row.usage)}`);
     }
     this.resolveOutcome?.({ code: status === 'completed' ? EXIT.ok : status === 'cancelled' ? EXIT.cancelled : EXIT.failed });
   }
@@ -218,7 +220,7 @@ export class Follower {
       // The end event is the last line: it carries the workflow's final status, output and error.
       const extra =
         row && TERMINAL_EVENTS.has(e.type)
-          ? { status: row.status, output: row.output ?? null, error: row.error ?? null, durationMs: between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) }
+          ? { status: row.status, output: row.output ?? null, error: row.error ?? null, usage: row.usage ?? null, durationMs: between(row.started_at ?? row.created_at, row.completed_at ?? row.cancelled_at) }
           : {};
       outJson({ ...e, ...extra });
       return;

@@ -6,6 +6,7 @@
  * (fanout_id = the fork's row) nested under that fork, by branch or item (item_index), each
  * branch's steps and retry attempts in order.
  */
+import { describeUsage, type StepUsage, type UsageTotal } from '../usage/stepUsage.js';
 import { compileFlow } from '../flow/validate.js';
 import type { StepKind } from '../flow/compiled.js';
 import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
@@ -44,6 +45,8 @@ export interface StepView {
   signal?: SignalWait;
   /** A sub-workflow step: the child workflow this attempt started (null otherwise). */
   childId: string | null;
+  /** What the attempt spent ({model?, inputTokens, outputTokens, cost}); null when nothing was reported. */
+  usage: StepUsage | null;
   /** That child's own view, when it was loaded (src/cli/subWorkflowTree.ts). */
   child?: StatusView;
 }
@@ -63,6 +66,8 @@ export interface WorkflowView {
   cancelledAt: string | null;
   durationMs: number | null;
   stepCount: number;
+  /** Tokens and cost of its steps and ended sub-workflows; null when nothing reported any. */
+  usage: UsageTotal | null;
 }
 
 export interface StatusView {
@@ -135,6 +140,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       readiedAt: iso(r.readied_at),
       progress: r.progress ?? null,
       childId: r.child_id ?? null,
+      usage: r.usage ?? null,
     };
     if (signal) view.signal = signal;
     // A step waiting for its sub-workflow or for a signal is no gate: nothing offers to approve it.
@@ -157,6 +163,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       cancelledAt: iso(wf.cancelled_at),
       durationMs: between(wf.started_at, end) ?? null,
       stepCount: wf.step_count,
+      usage: wf.usage ?? null,
     },
     steps,
     waiting: steps
@@ -285,6 +292,7 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
   const lines: string[] = [];
   const took = wf.durationMs === null ? wf.status : wf.status === 'running' ? `running for ${formatDuration(wf.durationMs)}` : `${wf.status} in ${formatDuration(wf.durationMs)}`;
   lines.push(`workflow ${wf.id} "${wf.name}": ${took}${wf.createdBy ? `  (as ${wf.createdBy})` : ''}`);
+  if (wf.usage) lines.push(`  usage: ${describeUsage(wf.usage)}`);
   if (wf.error) {
     lines.push(`  error: ${formatError(wf.error)}`);
     const issues = (wf.error as { issues?: unknown }).issues;
@@ -295,7 +303,8 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
   const walk = (nodes: StepNode[], prefix: string) => {
     nodes.forEach((n, i) => {
       const last = i === nodes.length - 1;
-      lines.push(`${prefix}${last ? '└─ ' : '├─ '}${label(n.step)}  ${describeStep(n.step, now)}`);
+      const spent = n.step.usage ? `  [${describeUsage(n.step.usage)}]` : '';
+      lines.push(`${prefix}${last ? '└─ ' : '├─ '}${label(n.step)}  ${describeStep(n.step, now)}${spent}`);
       const inner = `${prefix}${last ? '   ' : '│  '}`;
       if (n.step.error && n.step.status === 'failed') lines.push(`${inner}error: ${formatError(n.step.error)}`);
       const child = n.step.child;

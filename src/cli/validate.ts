@@ -55,6 +55,7 @@ Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
       const { ToolCatalog } = await import('../tools/toolCatalog.js');
       const { ArgumentChecker } = await import('../tools/argumentChecker.js');
       const { checkToolUse } = await import('../tools/checkToolUse.js');
+      const { checkModelProviders } = await import('../tools/llm/checkModels.js');
       const { createLogger } = await import('../logger.js');
       const { Secrets } = await import('../secrets.js');
       const secrets = new Secrets();
@@ -89,6 +90,9 @@ Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
             continue;
           }
           const tools = await checkToolUse(compiled.flow, catalog, checker);
+          const models = checkModelProviders(compiled.flow, file.config.llm, file.path !== undefined);
+          tools.issues.push(...models.issues);
+          tools.warnings.push(...models.warnings);
           for (const t of tools.unchecked) unchecked.add(t);
           results.push({ file: name, valid: tools.issues.length === 0, steps: compiled.flow.steps.size, issues: tools.issues, warnings: tools.warnings });
         }

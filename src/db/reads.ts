@@ -40,7 +40,7 @@ export async function getWorkflowsForEvents(db: Kysely<Database>, ids: readonly 
     .selectFrom('workflows')
     .select([
       'id', 'name', 'status', 'output', 'error', 'created_by', 'created_role', 'key', 'created_at', 'updated_at', 'started_at', 'completed_at',
-      'cancelled_at', 'deadline_at', 'step_count', 'flow_version', 'start_at', 'parent_id', 'parent_step_id', 'depth', 'redrive_requested_at', 'redrives',
+      'cancelled_at', 'deadline_at', 'step_count', 'flow_version', 'start_at', 'parent_id', 'parent_step_id', 'depth', 'redrive_requested_at', 'redrives', 'usage',
     ])
     .where('id', 'in', [...ids])
     .execute();

@@ -6,6 +6,8 @@ export type StepStatus = 'pending' | 'ready' | 'running' | 'done' | 'failed' | '
 
 export const LIVE_STEP_STATUSES: readonly StepStatus[] = ['pending', 'ready', 'running'];
 
+import type { StepUsage, UsageTotal } from '../usage/stepUsage.js';
+
 export interface WorkflowRow {
   id: string;
   name: string;
@@ -36,6 +38,8 @@ export interface WorkflowRow {
   /** Set by the guard when a client redrives a failed workflow; cleared by the executor. */
   redrive_requested_at: Date | null;
   redrives: number;
+  /** Tokens and cost of its steps and ended sub-workflows (sql/0030); null when nothing reported any. */
+  usage?: UsageTotal | null;
 }
 
 export interface StepRow {
@@ -70,6 +74,8 @@ export interface StepRow {
   progress: { progress: number; total?: number; message?: string } | null;
   /** The sub-workflow this attempt started and waits for (sql/0011); executor-only. */
   child_id: string | null;
+  /** What this attempt spent (sql/0030): {model?, inputTokens, outputTokens, cost}; executor-only. */
+  usage?: StepUsage | null;
 }
 
 /** Kysely's view of the schema, for read-side queries (CLI, status). */

@@ -4,6 +4,7 @@
  * fan-outs, joins, retries, or the end of the workflow. Events are NOTIFYed in the same
  * transaction, so they are delivered only if it commits.
  */
+import type { StepUsage } from '../usage/stepUsage.js';
 import { StepError, TemplateError, type ErrorData } from '../errors.js';
 import { getStep, type CompiledStep } from '../flow/compiled.js';
 import { resolveTemplates } from '../flow/templates.js';
@@ -43,7 +44,8 @@ export interface Origin extends Position {
   firstAttemptId?: string | null;
 }
 
-export type Outcome = { status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } };
+/** `usage`: what the attempt spent (src/usage/stepUsage.ts), recorded on its row. */
+export type Outcome = ({ status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } }) & { usage?: StepUsage };
 
 /**
  * State of one workflow within one transaction. Writes go through the transaction's TxWriter,

@@ -13,6 +13,8 @@ import type { ToolRegistry } from '../tools/registry.js';
 import type { ClaimDeps, FairClaimState } from './claimSteps.js';
 import type { ExecutorOptions } from './options.js';
 import type { RunStepDeps, StepPolicy } from './runStep.js';
+import { checkCostBudget } from './costBudget.js';
+import type { LlmConfig } from '../tools/llm/llmConfig.js';
 import { createClaims, type CreateClaims, type Slots } from './slots.js';
 import { stepProgressSink } from './stepProgress.js';
 import { runClaimedSubWorkflowStep } from './subWorkflows.js';
@@ -34,6 +36,8 @@ export interface ExecutorDeps {
   metrics?: ExecutorMetrics;
   /** Spans of steps, tool calls and ended workflows (default: none). */
   tracing?: StepTracing;
+  /** The config's `llm` section: its per-user cost budgets are checked before model calls (costBudget.ts). */
+  llm?: LlmConfig;
 }
 
 /** The parts every bundle is made of. */
@@ -69,6 +73,7 @@ export function runStepDepsOf(c: ExecutorCore): RunStepDeps {
     ...deps,
     progress: (row) => stepProgressSink(progressDeps, row),
     subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
+    costBudget: (row) => checkCostBudget({ pool, llm: deps.llm }, row),
   };
 }
 

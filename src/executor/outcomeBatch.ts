@@ -49,6 +49,7 @@ export function finishValues(input: FinishInput): FinishValues {
       ? { id: input.stepId, status: 'done', result: input.outcome.result }
       : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
   if (input.args !== undefined) values.args = input.args;
+  if (input.outcome.usage !== undefined) values.usage = input.outcome.usage;
   return values;
 }
 

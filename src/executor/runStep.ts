@@ -12,6 +12,7 @@ import type { Outcome } from './advance.js';
 import { signalOutcome } from './signalWaits.js';
 import type { StepProgressSink } from './stepProgress.js';
 import type { StepTrace } from '../telemetry/stepTracing.js';
+import { addUsage, outcomeUsage, type StepUsage } from '../usage/stepUsage.js';
 
 export interface StepPolicy {
   /** Throws StepError('permission_denied') when `user` may not call `tool`. */
@@ -30,6 +31,11 @@ export interface RunStepDeps {
   progress?: (row: ClaimedStep) => StepProgressSink;
   /** The trace span of this step attempt: the tool call runs in a child span whose traceparent the tool passes on. */
   trace?: StepTrace;
+  /**
+   * Called before a model call (a `llm.*` tool) starts: throws StepError `budget_exceeded` when
+   * the workflow's cost has passed its budget (src/executor/costBudget.ts). None: no check.
+   */
+  costBudget?: (row: ClaimedStep) => Promise<void>;
 }
 
 /**
@@ -55,6 +61,15 @@ export async function runClaimedStep(
 
 /** The outcome of one claimed step; undefined when it has none yet (a sub-workflow step that started its child). */
 export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<Outcome | undefined> {
+  const spent: { usage?: StepUsage } = {};
+  const outcome = await runStepOnce(deps, row, step, signal, spent);
+  // Only a tool's word counts: a gate's or a signal's result is a client's, and a sub-workflow
+  // step takes its child's usage in the database (sql/0030).
+  const usage = outcome && step.kind === 'tool' ? outcomeUsage(outcome, spent.usage) : undefined;
+  return usage && outcome ? { ...outcome, usage } : outcome;
+}
+
+async function runStepOnce(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal, spent: { usage?: StepUsage }): Promise<Outcome | undefined> {
   try {
     switch (step.kind) {
       case 'gate':
@@ -67,7 +82,7 @@ export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: Compile
       case 'pass':
         return { status: 'done', result: row.result ?? null };
       case 'tool':
-        return { status: 'done', result: await callTool(deps, row, step, signal) };
+        return { status: 'done', result: await callTool(deps, row, step, signal, spent) };
       case 'workflow':
         if (!deps.subWorkflow) throw new StepError('bad_step', `step "${row.name}" starts a sub-workflow, which this runner cannot do`);
         return await deps.subWorkflow(row, step);
@@ -93,7 +108,7 @@ export function gateOutcome(result: unknown): Outcome {
   return { status: 'done', result: value };
 }
 
-async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal): Promise<unknown> {
+async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep, signal: AbortSignal, spent: { usage?: StepUsage }): Promise<unknown> {
   // The frozen flow decides which tool runs; the row only records it.
   const tool = step.tool;
   if (!tool) throw new StepError('bad_step', `step "${row.name}" has no tool`);
@@ -101,6 +116,7 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     throw new StepError('step_mismatch', `step "${row.name}" row names tool "${row.tool}" but the flow says "${tool}"; refusing to run it`);
   }
   deps.permissions?.check(row.created_by, tool);
+  if (deps.costBudget && isModelCall(tool)) await deps.costBudget(row);
   // An instant tool (core.echo, core.noop, core.fail: no I/O, no timer) answers before any
   // timeout could fire or an abort could matter: no timer, no second controller, no race.
   if (deps.tools.isInstant(tool) && !deps.trace) return deps.tools.call(tool, row.args ?? {}, toolContext(row, signal));
@@ -125,6 +141,9 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     const invoke = (traceparent: string | undefined) =>
       deps.tools.call(tool, row.args ?? {}, {
         ...toolContext(row, call.signal),
+        reportUsage: (usage: StepUsage) => {
+          spent.usage = addUsage(spent.usage, usage);
+        },
         ...(progress ? { onProgress: progress.report } : {}),
         ...(traceparent ? { traceparent } : {}),
       });
@@ -137,6 +156,11 @@ async function callTool(deps: RunStepDeps, row: ClaimedStep, step: CompiledStep,
     // The last report is written before the outcome is queued (the write is fenced on the running attempt in any case).
     await progress?.close();
   }
+}
+
+/** Whether `tool` calls a model (the built-in `llm.*`): a cost budget is checked before it starts. */
+function isModelCall(tool: string): boolean {
+  return tool.startsWith('llm.');
 }
 
 /** What a tool is told about the call: the step, its attempt and user, its idempotency key. */

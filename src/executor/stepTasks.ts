@@ -52,6 +52,7 @@ export class StepTasks {
       outcome = await this.run(row, task, span, claimedAt);
     } finally {
       metrics.stepEnded(row.tool, (performance.now() - started) / 1000, outcome && stepResultLabel(outcome));
+      if (outcome?.usage) metrics.usage?.(row.created_by, outcome.usage);
       span.end(outcome);
     }
   }
@@ -76,8 +77,9 @@ export class StepTasks {
     // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
     if (task.released || outcome === undefined) return undefined;
     const ms = Date.now() - started;
-    if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms }, 'step done');
-    else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error }, 'step failed');
+    const spent = outcome.usage ? { usage: outcome.usage } : {};
+    if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, ...spent }, 'step done');
+    else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error, ...spent }, 'step failed');
     // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
     // with claiming and running the next steps. stop() waits for the queue to drain.
     this.deps.outcomes.add({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome, lane: wf?.role ?? '', user: row.created_by });

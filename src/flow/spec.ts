@@ -156,6 +156,8 @@ export const flowSpec = z
     maxSteps: z.number().int().min(1).max(1_000_000).optional(),
     /** JSON Schema of the workflow input, checked at admission (`invalid_input`). */
     inputSchema: jsonSchemaSpec.optional(),
+    /** Cost budget of one workflow (docs/ai-steps.md): no model call starts once its cost has reached `cost`. */
+    budget: z.object({ cost: z.number().nonnegative().finite() }).strict().optional(),
     steps: z.record(stepName, stepSpec),
   })
   .strict();

@@ -3,6 +3,7 @@
  * NO_METRICS does nothing: an executor built without metrics (tests, `stepd run`) pays nothing.
  * The Prometheus implementation is PromMetrics (src/telemetry/promMetrics.ts).
  */
+import type { StepUsage } from '../usage/stepUsage.js';
 
 /** How a step attempt ended, as a bounded label: `done`, or why it did not. */
 export type StepResultLabel = 'done' | 'failed' | 'timeout' | 'cancelled';
@@ -18,6 +19,8 @@ export interface ExecutorMetrics {
   stepEnded(tool: string | null, seconds: number, result: StepResultLabel | undefined): void;
   /** The watchdog rescued running steps: of executors that stopped heartbeating, or whose lease ran out. */
   rescued(reason: 'executor_dead' | 'lease_expired', count: number): void;
+  /** A step attempt reported usage (tokens, cost), run as `user`. Optional: absent, usage is not counted. */
+  usage?(user: string | null, usage: StepUsage): void;
 }
 
 export const NO_METRICS: ExecutorMetrics = Object.freeze({

@@ -2,6 +2,7 @@
  * The interface every tool source plugs into: built-ins, HTTP, MCP servers.
  * A step's `tool` is "server.tool"; the registry finds the provider for "server".
  */
+import type { StepUsage } from '../usage/stepUsage.js';
 
 export interface ToolContext {
   workflowId: string;
@@ -25,6 +26,11 @@ export interface ToolContext {
    * header, MCP calls in `_meta`. Absent when not traced.
    */
   traceparent?: string;
+  /**
+   * Reports what the call spent (tokens, cost): recorded on the step row with the attempt's
+   * outcome, done or failed (src/usage/stepUsage.ts). Several reports add up. Absent outside the executor.
+   */
+  reportUsage?: (usage: StepUsage) => void;
 }
 
 /** One progress report: `progress` so far (a number that grows), of `total` when known. */

@@ -6,7 +6,7 @@ import type { Toolbox } from './toolbox.js';
 import type { ToolInfo } from './tool.js';
 
 /** Prefixes that are not MCP servers: always known, without a config. */
-export const BUILTIN_PREFIXES: readonly string[] = ['core', 'http'];
+export const BUILTIN_PREFIXES: readonly string[] = ['core', 'http', 'llm'];
 
 export type ServerTools =
   /** The server answered (or is built in): these are its tools, names without the prefix. */

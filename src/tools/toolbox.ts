@@ -10,6 +10,7 @@ import { Secrets } from '../secrets.js';
 import { CoreTools } from './builtins.js';
 import { EgressPolicy } from './egress.js';
 import { HttpToolProvider } from './httpTool.js';
+import { LlmToolProvider } from './llm/llmTool.js';
 import { createLimitPolicy, type LimitPolicy } from './limits.js';
 import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
 import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
@@ -56,8 +57,12 @@ export interface ToolboxOptions {
 export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: ToolboxOptions = {}): Toolbox {
   const secrets = opts.secrets ?? new Secrets();
   const mcp = createMcpProviders(config.mcpServers, { log, secrets, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
-  const http = new HttpToolProvider({ log, secrets, egress: new EgressPolicy({ policy: config.http }) });
-  const registry = new ToolRegistry([new CoreTools(), http, ...mcp], { secrets });
+  const egress = new EgressPolicy({ policy: config.http });
+  const http = new HttpToolProvider({ log, secrets, egress });
+  // An API key written into the file (not a ${VAR}) is a secret all the same.
+  for (const p of Object.values(config.llm?.providers ?? {})) if (p.apiKey) secrets.add(p.apiKey);
+  const llm = new LlmToolProvider({ config: config.llm, egress, secrets, log });
+  const registry = new ToolRegistry([new CoreTools(), http, llm, ...mcp], { secrets });
   return {
     secrets,
     config,

@@ -8,7 +8,9 @@ import pg from 'pg';
 import { afterEach } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { Executor, DEFAULT_EXECUTOR_OPTIONS, type ExecutorOptions } from '../../src/executor/executor.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger, type Logger } from '../../src/logger.js';
+import type { LlmConfig } from '../../src/tools/llm/llmConfig.js';
+import type { ExecutorMetrics } from '../../src/telemetry/executorMetrics.js';
 import { CoreTools } from '../../src/tools/builtins.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
@@ -72,11 +74,17 @@ export interface TestExecutorOptions extends Partial<ExecutorOptions> {
   clients?: ClientsConfig;
   /** Config `caps`: what flows may ask for. */
   caps?: CapsConfig;
+  /** Config `llm`: its cost budgets per user. */
+  llm?: LlmConfig;
+  /** Default: a silent logger. */
+  log?: Logger;
+  /** Default: none. */
+  metrics?: ExecutorMetrics;
 }
 
 /** An in-process executor with fast intervals, stopped after the test. */
 export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {}): Promise<Executor> {
-  const { tools = [], permissions, limits, clients, caps, ...rest } = opts;
+  const { tools = [], permissions, limits, clients, caps, llm, log, metrics, ...rest } = opts;
   const executor = new Executor(
     {
       ...DEFAULT_EXECUTOR_OPTIONS,
@@ -88,7 +96,7 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
       shutdownGraceMs: 2_000,
       ...rest,
     },
-    { log: silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}), ...(caps ? { caps } : {}) },
+    { log: log ?? silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}), ...(caps ? { caps } : {}), ...(llm ? { llm } : {}), ...(metrics ? { metrics } : {}) },
   );
   await executor.start();
   onCleanup(() => executor.stop({ graceMs: 0 }));

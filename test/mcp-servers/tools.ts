@@ -71,6 +71,11 @@ export function registerTestTools(server: McpServer, state: TestToolState, optio
     };
   });
 
+  server.registerTool('costly', { description: 'Answers with text and reports usage in the result\'s _meta.usage; `fail` reports an error (isError) with it.', inputSchema: { fail: z.boolean().optional() } }, (args, extra) => {
+    record({ event: 'call', tool: 'costly', args, meta: extra._meta });
+    return { ...text('a costly answer'), ...(args.fail ? { isError: true } : {}), _meta: { usage: { model: 'remote/big', inputTokens: 120, outputTokens: 30, cost: 0.25 } } };
+  });
+
   server.registerTool('fail', { description: 'Reports an error (isError).', inputSchema: { message: z.string().optional() } }, (args, extra) => {
     record({ event: 'call', tool: 'fail', args, meta: extra._meta });
     return { ...text(args.message ?? 'it failed'), isError: true };

@@ -37,6 +37,8 @@ export interface FinishValues {
   result?: unknown;
   error?: ErrorData;
   args?: unknown;
+  /** What the attempt spent (src/usage/stepUsage.ts); sql/0030 adds it to the workflow's usage. */
+  usage?: unknown;
 }
 
 function finishValues(v: FinishValues): unknown[] {
@@ -114,9 +116,9 @@ export async function lockWorkflowsAndFinishSteps(
              UPDATE workflow_steps s
                 SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
                     error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
-                    started_at = coalesce(s.started_at, now()), lease_until = NULL
+                    started_at = coalesce(s.started_at, now()), lease_until = NULL, usage = coalesce(u.usage, s.usage)
                FROM (SELECT (e.v ->> 'id')::bigint AS id, e.v ->> 'status' AS status, e.v -> 'result' AS result,
-                            e.v -> 'error' AS error, e.v -> 'args' AS args
+                            e.v -> 'error' AS error, e.v -> 'args' AS args, nullif(e.v -> 'usage', 'null'::jsonb) AS usage
                        FROM jsonb_array_elements($3::jsonb) AS e(v)) u
               WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
                 AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))
@@ -128,7 +130,7 @@ export async function lockWorkflowsAndFinishSteps(
                   (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished,
                   ${skipHeld ? `(SELECT json_agg(o.id::text) FROM ours o WHERE o.id NOT IN (SELECT id FROM free))` : 'NULL::json'} AS held`,
     // The outcomes as one JSON array (see insertSteps); a done step's result is JSON null at least.
-    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error && storableError(v.error), args: v.args })))],
+    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error && storableError(v.error), args: v.args, usage: v.usage })))],
   });
   const row = rows[0];
   return row ? { workflows: row.workflows, finished: row.finished, held: row.held ?? [] } : { workflows: [], finished: [], held: [] };

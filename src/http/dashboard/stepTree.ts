@@ -8,6 +8,7 @@ import { buildTree, describeStep, isGate, type StepNode, type StepView } from '.
 import { signalWaitText } from '../../cli/signalWait.js';
 import { compactJson, formatDuration, formatError } from '../../cli/format.js';
 import { html, prettyJson, type Html } from '../html.js';
+import { describeUsage } from '../../usage/stepUsage.js';
 
 export function renderStepTree(steps: StepView[], now: Date = new Date()): Html {
   if (steps.length === 0) return html`<p class="muted">No steps yet.</p>`;
@@ -22,6 +23,7 @@ function stepItem(node: StepNode, now: Date): Html {
     <span class="muted">${kindLabel(s)}</span>
     <span class="status s-${s.status}">${s.status}</span>
     <span>${stepSummary(s, now)}</span>
+    ${s.usage ? html`<span class="muted usage">${describeUsage(s.usage)}</span>` : ''}
     <span class="muted">#${s.id}</span>
   </div>
   ${s.status === 'failed' && s.error ? html`<div class="error">${formatError(s.error)}</div>` : ''}

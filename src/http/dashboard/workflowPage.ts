@@ -3,6 +3,7 @@
  * retry once it failed), the gates waiting for someone with their message and approve / reject
  * forms, the steps waiting for a signal (what they wait for; no buttons), and the step tree. Everything under the title is the live region.
  */
+import { describeUsage } from '../../usage/stepUsage.js';
 import { mayApprove } from '../../api/flowAccess.js';
 import type { WaitingGate, WaitingSignal, WorkflowDetails } from '../../api/operations.js';
 import { signalWaitText } from '../../cli/signalWait.js';
@@ -40,6 +41,7 @@ export function renderWorkflowLive(ctx: PageContext, details: WorkflowDetails, n
   ${wf.cancelledAt ? html`<dt>cancelled</dt><dd><time datetime="${wf.cancelledAt}">${utc(wf.cancelledAt)}</time></dd>` : ''}
   ${wf.durationMs !== null ? html`<dt>duration</dt><dd>${formatDuration(wf.durationMs)}${wf.status === 'running' ? ' so far' : ''}</dd>` : ''}
   <dt>steps</dt><dd>${details.steps.length} row(s)</dd>
+  ${wf.usage ? html`<dt>usage</dt><dd id="workflow-usage">${describeUsage(wf.usage)}</dd>` : ''}
 </dl>
 ${wf.error ? html`<div class="error" id="workflow-error">${formatError(wf.error)}</div>` : ''}
 ${folded(`wf-input-${wf.id}`, 'input', wf.input)}

@@ -10,6 +10,7 @@ import { cutRemoteText, type Secrets } from '../../secrets.js';
 import type { ToolContext, ToolInfo, ToolProgress, ToolProvider } from '../tool.js';
 import { listAllTools, McpConnection, type Session } from './connection.js';
 import { abortedError, classifyMcpError, isSessionExpired, toStepResult, type CallSite } from './results.js';
+import { normalizeUsage } from '../../usage/stepUsage.js';
 import { callToolAsTask } from './taskCall.js';
 
 export interface McpProviderOptions {
@@ -106,6 +107,9 @@ export class McpServerProvider implements ToolProvider {
         const result = requiresTask(info)
           ? await callToolAsTask(session.client, params, site, { signal, timeoutMs: this.#callTimeoutMs, onprogress, log: this.#log, ...(this.#secrets ? { secrets: this.#secrets } : {}) })
           : await session.client.callTool(params, undefined, { signal, timeout: this.#callTimeoutMs, onprogress });
+        // What the call spent, as the server reports it in the result's `_meta.usage` (recorded even when it failed).
+        const usage = normalizeUsage((result as { _meta?: { usage?: unknown } })._meta?.usage);
+        if (usage) ctx.reportUsage?.(usage);
         return toStepResult(result, site, this.#secrets);
       } catch (err) {
         throw this.#failure(err, session, site, ctx.signal);
