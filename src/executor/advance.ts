@@ -10,7 +10,7 @@ import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
+import { failDoneStepForTransition, getLatestDoneRowInChain, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
@@ -180,15 +180,17 @@ export class Advance implements ForkHost {
           ...pos,
         });
       case 'parallel': {
-        if (decision.branches.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
+        if (decision.branches.length === 0) return this.forks.settleEmpty(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
-        for (const [i, branch] of decision.branches.entries()) {
-          await this.createStep(branch, { fanoutId: origin.id, itemIndex: i }, {});
+        // Each branch keeps its place in the listed order (item_index), whichever started.
+        const listed = (getStep(this.wf.flow, origin.name).transition as { branches: string[] }).branches;
+        for (const branch of decision.branches.slice(0, decision.concurrency ?? decision.branches.length)) {
+          await this.createStep(branch, { fanoutId: origin.id, itemIndex: listed.indexOf(branch) }, {});
         }
         return;
       }
       case 'forEach': {
-        if (decision.items.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
+        if (decision.items.length === 0) return this.forks.settleEmpty(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
         const n = Math.min(decision.concurrency, decision.items.length);
         for (let i = 0; i < n; i++) {
@@ -203,6 +205,10 @@ export class Advance implements ForkHost {
       case 'failWorkflow':
         return this.failWorkflow(decision.error);
       case 'failBranch':
+        if (decision.transition && pos.fanoutId !== null) {
+          await this.flush();
+          await failDoneStepForTransition(this.db, origin.id, decision.error);
+        }
         return this.forks.failBranch(pos, decision.error);
     }
   }
@@ -235,7 +241,7 @@ export class Advance implements ForkHost {
   }
 
   /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */
-  async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; item?: unknown; index?: number }): Promise<void> {
+  async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; completed?: number; item?: unknown; index?: number }): Promise<void> {
     if (this.finished) return;
     const step = getStep(this.wf.flow, name);
     if (this.writer.stepCount(this.wf.id) + 1 > this.wf.flow.maxSteps) {
@@ -280,7 +286,7 @@ export class Advance implements ForkHost {
         case 'pass':
         case 'fork': {
           const scope = await this.scopes.forStep(step, pos, extra);
-          const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });
+          const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: await this.predecessorResult(step, pos) });
           const result = decision.kind === 'forEach' ? { items: decision.items } : decision.kind === 'parallel' ? { branches: decision.branches } : null;
           const opens = (decision.kind === 'forEach' && decision.items.length > 0) || (decision.kind === 'parallel' && decision.branches.length > 0);
           const id = await this.writer.insertNow({ ...base, args: null, status: 'done', result, fanoutOpen: opens });
@@ -298,6 +304,14 @@ export class Advance implements ForkHost {
       this.event('step.failed', { stepId: origin.id, step: name, attempt: 1, error });
       return this.apply(resolveFailure(this.wf.flow, name, 1, error, this.deps.random()), origin);
     }
+  }
+
+  /** What `result` means in a fork's branch conditions: the result of the step before it in its chain. */
+  private async predecessorResult(step: CompiledStep, pos: Position): Promise<unknown> {
+    const t = step.transition;
+    if (t.kind !== 'parallel' || !t.conditions) return null;
+    await this.flush();
+    return (await getLatestDoneRowInChain(this.db, { workflowId: this.wf.id, ...pos }))?.result ?? null;
   }
 
   private async timerReady(step: CompiledStep, pos: Position, extra: object): Promise<{ readyInMs?: number; readyAt?: Date }> {
