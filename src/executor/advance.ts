@@ -21,6 +21,7 @@ import { startSubWorkflowStep } from './subWorkflows.js';
 import { startSignalWait } from './signalWaits.js';
 import { resolveSignalWait } from '../flow/signalWait.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
+import { resolveWaitMs } from '../flow/waitDuration.js';
 
 export interface AdvanceDeps {
   schema: string;
@@ -317,6 +318,7 @@ export class Advance implements ForkHost {
   private async timerReady(step: CompiledStep, pos: Position, extra: object): Promise<{ readyInMs?: number; readyAt?: Date }> {
     if (!step.wait || 'ms' in step.wait) return { readyInMs: step.wait?.ms ?? 0 };
     const scope = await this.scopes.forStep(step, pos, extra);
+    if ('duration' in step.wait) return { readyInMs: resolveWaitMs(step.name, step.wait.duration, scope) };
     const value = resolveTemplates(step.wait.until, scope);
     const at = new Date(typeof value === 'number' ? value : String(value));
     if (Number.isNaN(at.getTime())) throw new TemplateError(`wait.until of step "${step.name}" is not a date: ${JSON.stringify(value)}`);

@@ -70,7 +70,8 @@ export interface CompiledStep {
     /** User patterns (`*` any characters) that may ready the gate. */
     approvers?: string[];
   };
-  wait?: { ms: number } | { until: string };
+  /** `duration`: a template (`{{= input.minutes * 60000 }}`, `{{input.delay}}`) giving ms or a duration text. */
+  wait?: { ms: number } | { until: string } | { duration: string };
   /** A sub-workflow step: the registered flow it starts (version null: the latest) and its input template. */
   workflow?: { name: string; version: number | null; input: unknown };
   /** A step that waits for a signal (signalWait.ts): its names, key template, since and timeout. */

@@ -23,6 +23,7 @@
 import { TemplateError } from '../errors.js';
 import { BudgetError, TEMPLATE_BUDGET_CHARS, measureJson } from './caps.js';
 import { parseExpression, type ParsedExpression } from './templateExpression.js';
+import { celSource, celTemplateRefs, evaluateCelTemplate } from './celValue.js';
 
 /** The roots a template may start from: input, steps, result, item, index, results, error, workflow, … */
 export type TemplateScope = Record<string, unknown>;
@@ -45,7 +46,11 @@ export interface TemplateRef {
 interface TemplatePart {
   raw: string;
   expr: ParsedExpression;
+  /** `{{= CEL }}`: the expression, evaluated by celValue.ts (`expr` is then a placeholder). */
+  cel?: string;
 }
+
+const CEL_PLACEHOLDER: ParsedExpression = Object.freeze({ root: '=', rootText: '=', path: [], labels: [] }) as ParsedExpression;
 
 /** A string split into literal text and templates, in order. */
 type StringPart = string | TemplatePart;
@@ -94,7 +99,9 @@ function parseString(s: string): StringPart[] | null {
       throw new TemplateError(`template "${raw}": no closing "}}"`, { template: raw });
     }
     const raw = s.slice(open, close + 2);
-    parts.push({ raw, expr: parseExpression(s.slice(open + 2, close), raw) });
+    const inner = s.slice(open + 2, close);
+    const cel = celSource(inner);
+    parts.push(cel !== undefined ? { raw, expr: CEL_PLACEHOLDER, cel } : { raw, expr: parseExpression(inner, raw) });
     last = close + 2;
     open = s.indexOf('{{', last);
   }
@@ -106,6 +113,7 @@ function parseString(s: string): StringPart[] | null {
 // Resolution
 
 function lookup(part: TemplatePart, scope: TemplateScope): unknown {
+  if (part.cel !== undefined) return evaluateCelTemplate(part.cel, part.raw, scope);
   const { expr, raw } = part;
   const known = Object.hasOwn(scope, expr.root) ? scope[expr.root] : undefined;
   if (known === undefined) {
@@ -245,7 +253,9 @@ function collectRefs(value: unknown, out: TemplateRef[]): void {
     const parts = parseString(value);
     if (parts === null) return;
     for (const part of parts) {
-      if (typeof part !== 'string') out.push({ raw: part.raw, root: part.expr.root, path: part.expr.path });
+      if (typeof part === 'string') continue;
+      if (part.cel !== undefined) for (const ref of celTemplateRefs(part.cel, part.raw)) out.push({ raw: part.raw, ...ref });
+      else out.push({ raw: part.raw, root: part.expr.root, path: part.expr.path });
     }
   } else if (Array.isArray(value)) {
     for (const item of value) collectRefs(item, out);

@@ -295,7 +295,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   let wait: CompiledStep['wait'];
   if (s.wait !== undefined) {
     if (typeof s.wait === 'object') wait = { until: s.wait.until };
-    else wait = { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
+    else wait = typeof s.wait === 'string' && s.wait.includes('{{') ? { duration: s.wait } : { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
   }
 
   // Templates and conditions.
@@ -355,7 +355,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     }
     checkRefs(items, 'forEach.items', hasTool);
   }
-  if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+  if (wait && !('ms' in wait)) checkRefs('until' in wait ? wait.until : wait.duration, 'until' in wait ? 'wait.until' : 'wait', false);
   if (signal?.key !== undefined) checkRefs(signal.key, 'signal.key', false);
   if (kind === 'workflow') checkRefs(s.workflow?.input ?? {}, 'workflow.input', false);
   if (approval?.message !== undefined) checkRefs(approval.message, 'approval.message', false);
