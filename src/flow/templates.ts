@@ -150,7 +150,9 @@ function lookup(part: TemplatePart, scope: TemplateScope): unknown {
 
 /**
  * `{{steps.NAME…}}` for a step with no result here: it failed (the scope lists it under
- * FAILED_STEPS, or it is the step whose error routed here), or it has not completed on this path.
+ * FAILED_STEPS, or it is the step whose error routed here), or no attempt of it has completed in
+ * the workflow yet (steps.NAME is the latest done attempt anywhere in the workflow; inside a
+ * forEach item, the item's own attempt when it has one — docs/flow-language.md, "Which result").
  */
 function missingStep(raw: string, name: string, scope: TemplateScope): TemplateError {
   const failed = (scope as { [FAILED_STEPS]?: ReadonlySet<string> })[FAILED_STEPS];
@@ -159,7 +161,7 @@ function missingStep(raw: string, name: string, scope: TemplateScope): TemplateE
   const why =
     failed?.has(name) === true || routedFrom
       ? `step "${name}" failed and has no result${routedFrom ? ' (its error is {{error}})' : ''}`
-      : `step "${name}" has no result here: it has not completed on this path`;
+      : `step "${name}" has no result: no attempt of it has completed in this workflow yet`;
   return new TemplateError(`template "${raw}": ${why}`, { template: raw, segment: name, path: ['steps', name] });
 }
 
