@@ -27,7 +27,7 @@ import { warmUp, type StepdContext } from './stepdScenario.js';
 import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'fanoutLarge' | 'io';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -36,6 +36,8 @@ export interface StepdRunResult {
   sustained?: ThroughputResult;
   chain?: ChainResult;
   fanout?: FanoutResult;
+  /** The same forEach with `complete: "first"`: joins after the first item, cancelling the rest. */
+  fanoutFirst?: FanoutResult;
   wakeup?: WakeupResult;
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
@@ -60,7 +62,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'idle', 'foreach10k'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -128,6 +130,9 @@ export async function runStepdScenarios(opts: {
       }
       if (selected('chain')) await scenario(ctx, 'chain', `chain (${s.chain} steps)`, () => runChain(ctx, s.chain));
       if (selected('foreach1k')) await scenario(ctx, 'fanout', `fan-out (${s.fanout} items)`, () => runFanout(ctx, s.fanout));
+      if (selected('foreach1kFirst')) {
+        await scenario(ctx, 'fanoutFirst', `fan-out + first (${s.fanout} items)`, () => runFanout(ctx, s.fanout, 'bench-fanout-first', 'first'));
+      }
       if (selected('wakeup')) await scenario(ctx, 'wakeup', `wake-up (${s.gates} gates)`, () => runWakeup(ctx, s.gates));
       if (selected('idle')) {
         exec.assertAlive();
