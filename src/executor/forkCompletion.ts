@@ -40,7 +40,7 @@ export async function settleByPolicy(s: PolicySettler, fork: ForkRow): Promise<v
   if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
   await host.flush();
   const state = await getForkState(host.db, fork.id);
-  if (!state.open) return lateArrival(host);
+  if (!state.open) return lateArrival(s);
   let total: number;
   if (t.kind === 'forEach') total = await forkItemCount(host.db, fork, forkStep, host.scopes);
   else if (forkStep.kind === 'fork') total = state.held ?? 0;
@@ -90,13 +90,23 @@ async function heldBranches(s: PolicySettler, fork: ForkRow): Promise<string[]> 
 /**
  * A branch left running after its fork joined (cancelRemaining false) ended. Its arrival changes
  * nothing — but if the workflow's top-level chain had already ended and waited for it, the
- * workflow completes now, with that chain's output, once nothing else is live.
+ * workflow completes now, with that chain's output, once nothing else is live. The chain ended
+ * at a step with no transition, or at a fork without a join (its results are the output).
  */
-async function lateArrival(host: ForkHost): Promise<void> {
+async function lateArrival(s: PolicySettler): Promise<void> {
+  const { host } = s;
   const last = await getLatestTopLevelRow(host.db, host.wf.id);
   if (!last || last.status !== 'done') return;
   const step = host.wf.flow.steps.get(last.name);
-  if (!step || step.transition.kind !== 'arrive') return;
+  if (!step) return;
+  const t = step.transition;
+  if ((t.kind === 'parallel' || t.kind === 'forEach') && t.join === undefined) {
+    const fork = await host.scopes.fork(last.id);
+    const state = fork && (await getForkState(host.db, fork.id));
+    if (!fork || !state || state.open) return;
+    return host.endTopChain(await s.resultsNow(fork));
+  }
+  if (t.kind !== 'arrive') return;
   const scope = await host.scopes.forStep(step, { fanoutId: null, itemIndex: null }, { result: last.result });
   const output = step.output === undefined ? (last.result ?? null) : resolveTemplates(step.output, scope);
   return host.endTopChain(output);

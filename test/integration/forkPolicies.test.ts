@@ -177,3 +177,113 @@ describe('concurrency on parallel', () => {
     expect(wf.output).toEqual({ r: { a: { v: 'a' }, b: { v: 'b' }, c: { v: 'c' } } });
   });
 });
+
+describe('policies inside branches, join-less forks and onError', () => {
+  it('a race nested in a parallel branch joins once; the outer join waits only for the branches, the workflow for the branch left running', async () => {
+    const t = await createTestSchema();
+    const slow = slowTools();
+    await startExecutor(t, { tools: [slow.provider] });
+    const id = await insertWorkflow(t, {
+      start: 'outer',
+      steps: {
+        outer: { parallel: ['race', 'other'], join: 'end' },
+        race: { parallel: ['quick', 'lag'], complete: 'first', cancelRemaining: false, join: 'won' },
+        quick: { tool: 'core.echo', args: { q: 1 } },
+        lag: { tool: 'slow.wait', args: { l: 1 } },
+        won: { tool: 'core.echo', args: { r: '{{results}}' } },
+        other: { tool: 'core.echo', args: { o: 1 } },
+        end: { tool: 'core.echo', args: { all: '{{results}}' } },
+      },
+    });
+    const end = await waitFor(async () => (await named(t, id, 'end')).find((s) => s.status === 'done'), 'the outer join ran');
+    expect(end.result).toEqual({ all: { race: { r: { quick: { q: 1 }, lag: null } }, other: { o: 1 } } });
+    await waitFor(() => slow.waiting.has(`${id}:lag`) || undefined, 'lag running');
+    expect((await t.q(`SELECT status FROM stepd.workflows WHERE id = $1`, [id]))[0].status).toBe('running');
+    slow.release(id, 'lag');
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect(wf.output).toEqual(end.result);
+    expect(await named(t, id, 'won')).toHaveLength(1);
+    expect(await named(t, id, 'end')).toHaveLength(1);
+  });
+
+  it('a join-less fork at the top level with cancelRemaining false completes the workflow when its last branch ends', async () => {
+    const t = await createTestSchema();
+    const slow = slowTools();
+    await startExecutor(t, { tools: [slow.provider] });
+    const id = await insertWorkflow(t, {
+      start: 'race',
+      steps: {
+        race: { parallel: ['quick', 'lag'], complete: 'first', cancelRemaining: false },
+        quick: { tool: 'core.echo', args: { q: 1 } },
+        lag: { tool: 'slow.wait', args: { l: 1 } },
+      },
+    });
+    await waitFor(() => slow.waiting.has(`${id}:lag`) || undefined, 'lag running');
+    await waitFor(async () => (await named(t, id, 'quick'))[0]?.status === 'done' || undefined, 'quick done');
+    expect((await t.q(`SELECT status FROM stepd.workflows WHERE id = $1`, [id]))[0].status).toBe('running');
+    slow.release(id, 'lag');
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect((wf.output as Record<string, unknown>).quick).toEqual({ q: 1 });
+  });
+
+  it('first on a fork that started no branch fails it with join_unreachable, which its onError handles', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'fork',
+      steps: {
+        fork: { parallel: [{ if: 'input.go', then: 'a' }], complete: 'first', join: 'j', onError: 'none' },
+        a: { tool: 'core.echo', args: {} },
+        j: { tool: 'core.echo', args: {} },
+        none: { tool: 'core.echo', args: { why: '{{error.code}}' } },
+      },
+    }, { go: false });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect(wf.output).toEqual({ why: 'join_unreachable' });
+    expect((await named(t, id, 'fork'))[0]).toMatchObject({ status: 'failed', error: { code: 'join_unreachable', step: 'fork' } });
+  });
+
+  it('paces the branches whose condition held, in listed order', async () => {
+    const t = await createTestSchema();
+    const slow = slowTools();
+    await startExecutor(t, { tools: [slow.provider] });
+    const id = await insertWorkflow(t, {
+      start: 'fork',
+      steps: {
+        fork: { parallel: [{ if: 'true', then: 'a' }, { if: 'false', then: 'b' }, 'c'], concurrency: 1, join: 'j' },
+        a: { tool: 'slow.wait', args: { v: 'a' } },
+        b: { tool: 'slow.wait', args: { v: 'b' } },
+        c: { tool: 'slow.wait', args: { v: 'c' } },
+        j: { tool: 'core.echo', args: { r: '{{results}}' } },
+      },
+    });
+    for (const name of ['a', 'c']) {
+      await waitFor(() => slow.waiting.has(`${id}:${name}`) || undefined, `${name} running`);
+      expect((await getSteps(t, id)).filter((s) => ['ready', 'running'].includes(s.status)).map((s) => s.name)).toEqual([name]);
+      slow.release(id, name);
+    }
+    expect((await waitForWorkflow(t, id)).output).toEqual({ r: { a: { v: 'a' }, b: null, c: { v: 'c' } } });
+  });
+
+  it('when the work wins a race against a signal, the wait is cancelled and a later signal matches nothing', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const id = await insertWorkflow(t, {
+      start: 'race',
+      steps: {
+        race: { parallel: ['work', 'stop'], complete: 'first', join: 'after' },
+        work: { tool: 'core.echo', args: { done: true } },
+        stop: { signal: { name: 'stop.now', key: 'k' } },
+        after: { tool: 'core.echo', args: { stopped: '{{= results.stop != null }}' } },
+      },
+    });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.output).toEqual({ stopped: false });
+    expect((await named(t, id, 'stop'))[0]!.status).toBe('cancelled');
+    await t.q(`INSERT INTO stepd.signals (name, key) VALUES ('stop.now', 'k')`);
+    expect((await named(t, id, 'stop')).map((s) => s.status)).toEqual(['cancelled']);
+  });
+});
