@@ -121,6 +121,14 @@ export function compileForkOptions(name: string, s: StepSpec, isFork: boolean, h
   return out;
 }
 
+/** Every condition a step holds (branch cases, conditional parallel entries, complete.when), for the flow's condition budget. */
+export function conditionSources(s: StepSpec): string[] {
+  const out = (s.branch ?? []).map((b) => b.if);
+  for (const e of s.parallel ?? []) if (typeof e !== 'string') out.push(e.if);
+  if (typeof s.complete === 'object' && 'when' in s.complete) out.push(s.complete.when);
+  return out;
+}
+
 /** `steps.NAME` and `steps["NAME"]` mentioned in a condition. */
 export function conditionStepRefs(source: string): string[] {
   const out: string[] = [];

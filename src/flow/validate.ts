@@ -22,7 +22,7 @@ import { templateRefs, type TemplateRef } from './templates.js';
 import { checkRegions } from './regions.js';
 import { subWorkflowShapeIssues } from './subWorkflow.js';
 import { compileSignalWait } from './signalWait.js';
-import { compileForkOptions, conditionStepRefs } from './forkPolicy.js';
+import { compileForkOptions, conditionSources, conditionStepRefs } from './forkPolicy.js';
 
 export type { FlowIssue } from './spec.js';
 
@@ -63,9 +63,9 @@ function conditionBudgetProblem(spec: FlowSpec, caps: Readonly<Caps>): FlowIssue
   let cases = 0;
   let chars = 0;
   for (const step of Object.values(spec.steps)) {
-    for (const b of step.branch ?? []) {
+    for (const source of conditionSources(step)) {
       cases++;
-      chars += b.if.length;
+      chars += source.length;
     }
   }
   if (cases > caps.flowSteps) {
