@@ -23,8 +23,10 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Whether the text between the braces is a CEL expression (`= …`); returns the expression. */
 export function celSource(inner: string): string | undefined {
-  const trimmed = inner.trimStart();
-  return trimmed.startsWith(CEL_TEMPLATE_MARK) ? trimmed.slice(1).trim() : undefined;
+  // Called for every template: look at the first non-blank character without copying the text.
+  let i = 0;
+  while (i < inner.length && (inner[i] === ' ' || inner[i] === '\t' || inner[i] === '\n' || inner[i] === '\r')) i++;
+  return inner[i] === CEL_TEMPLATE_MARK ? inner.slice(i + 1).trim() : undefined;
 }
 
 /** The roots and step names a CEL template reads, for validation (throws TemplateError when it does not parse). */
