@@ -67,7 +67,7 @@ export function compileForkOptions(name: string, s: StepSpec, isFork: boolean, h
     const branches = entries.map((e) => (typeof e === 'string' ? e : e.then));
     branches.forEach((b, i) => {
       const path = `${at}.parallel[${i}]${typeof entries[i] === 'string' ? '' : '.then'}`;
-      if (!ctx.names.has(b)) issues.push({ path, message: `step "${b}" does not exist` });
+      if (!ctx.names.has(b)) issues.push({ path, message: `step ${JSON.stringify(b.length > 80 ? `${b.slice(0, 80)}…` : b)} does not exist` });
     });
     if (new Set(branches).size !== branches.length) issues.push({ path: `${at}.parallel`, message: 'a step is listed twice in parallel' });
     // A fan-out that starts itself would nest new instances of itself without end.
