@@ -65,3 +65,21 @@ export const completeSpec = z.unknown().transform((v, ctx): CompleteSpec => {
   }
   return refuse('complete must be "all", "first", {"atLeast": N} or {"when": CONDITION}');
 });
+
+/**
+ * `forEach` given as a template (`"forEach": "{{input.items}}"`) instead of its object: said
+ * plainly, with the form it takes; anything else goes on to the object's own schema.
+ */
+export function forEachGuard<T extends z.ZodType>(inner: T) {
+  return z
+    .unknown()
+    .superRefine((v, ctx) => {
+      if (typeof v === 'string' || Array.isArray(v)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `forEach is an object naming the items and the step to run for each: { "items": ${typeof v === 'string' ? JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}…` : v) : '[…]'}, "step": "NAME" }`,
+        });
+      }
+    })
+    .pipe(inner);
+}

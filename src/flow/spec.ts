@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
 import { flowNameProblem } from './flowName.js';
-import { completeSpec, parallelSpec } from './forkSpec.js';
+import { completeSpec, forEachGuard, parallelSpec } from './forkSpec.js';
 
 /** The largest flow accepted, as JSON text. */
 export const MAX_FLOW_BYTES = 1024 * 1024;
@@ -133,7 +133,7 @@ export const stepSpec = z
     branch: z.array(z.object({ if: z.string().min(1), then: stepName }).strict()).min(1).optional(),
     default: stepName.optional(),
     parallel: parallelSpec.optional(),
-    forEach: forEachSpec.optional(),
+    forEach: forEachGuard(forEachSpec).optional(),
     join: stepName.optional(),
     mode: z.enum(['failFast', 'allSettled']).optional(),
     /** Fork steps (§2d): when the join is created, whether live branches are then cancelled. */

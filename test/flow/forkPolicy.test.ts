@@ -29,6 +29,8 @@ describe('validation of fork options', () => {
     expect(m).toHaveLength(1);
     expect(m[0]).toMatch(/^steps\.f\.parallel: parallel lists the branches by name and cannot be a template .*forEach/);
     expect(messages(fork({}, ['a', '{{input.b}}']))[0]).toMatch(/steps\.f\.parallel\[1\]: a parallel branch is a step name, not a template/);
+    const each = messages({ start: 'e', steps: { e: { forEach: '{{input.items}}', join: 'j' }, j: { tool: 'core.noop' } } });
+    expect(each).toEqual(['steps.e.forEach: forEach is an object naming the items and the step to run for each: { "items": "{{input.items}}", "step": "NAME" }']);
   });
 
   it('refuses bad entries, policies and numbers with messages that say what is expected', () => {
