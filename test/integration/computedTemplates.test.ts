@@ -25,7 +25,7 @@ describe('{{= CEL }} templates at run time', () => {
     expect(wf.status).toBe('completed');
     expect(wf.output).toEqual({ next: 2, total: true, text: 'page 2' });
     const pause = (await getSteps(t, id)).find((s) => s.name === 'pause')!;
-    expect(new Date(pause.ready_at).getTime() - new Date(pause.created_at).getTime()).toBeGreaterThanOrEqual(19);
+    expect(new Date(pause.ready_at!).getTime() - new Date(pause.created_at).getTime()).toBeGreaterThanOrEqual(19);
   });
 });
 
