@@ -286,7 +286,7 @@ export class ForkSettlement implements PolicySettler {
     let out: unknown;
     // A branch still live when the fork joined early has no value yet: null (its row may be mid-chain).
     const finished = (o: FanoutOutcome | undefined) => (o && !o.fanout_open && (o.status === 'done' || o.status === 'failed' || o.status === 'cancelled') ? o : undefined);
-    const completed = outcomes.filter((o) => o.status === 'done').length;
+    const completed = outcomes.filter((o) => o.status === 'done' && !o.fanout_open).length;
     if (t.kind === 'forEach') {
       const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
       const count = await forkItemCount(this.host.db, fork, forkStep, this.host.scopes);
