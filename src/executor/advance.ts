@@ -206,7 +206,9 @@ export class Advance implements ForkHost {
       case 'failWorkflow':
         return this.failWorkflow(decision.error);
       case 'failBranch':
-        if (decision.transition && pos.fanoutId !== null) {
+        // Under allSettled the join sees the branch failed; under failFast the row stays done, so a
+        // redrive runs the transition again on the kept result (redrivePlan.ts).
+        if (decision.transition && pos.fanoutId !== null && (await this.forks.enclosingMode(pos)) === 'allSettled') {
           await this.flush();
           await failDoneStepForTransition(this.db, origin.id, decision.error);
         }

@@ -309,6 +309,13 @@ export class ForkSettlement implements PolicySettler {
     return this.joinlessForks;
   }
 
+  /** The mode of the fan-out a position is a branch of (null at the top level). */
+  async enclosingMode(pos: Position): Promise<'failFast' | 'allSettled' | null> {
+    if (pos.fanoutId === null) return null;
+    const t = getStep(this.host.wf.flow, (await this.forkRow(pos.fanoutId)).name).transition;
+    return t.kind === 'parallel' || t.kind === 'forEach' ? t.mode : null;
+  }
+
   /** A fork row's identity and item count never change, so one read per transaction is enough. */
   async forkRow(id: string): Promise<ForkRow> {
     const row = await this.host.scopes.fork(id);
