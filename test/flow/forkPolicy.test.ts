@@ -79,6 +79,21 @@ describe('validation of fork options', () => {
   });
 });
 
+describe('conditional entries, any mix', () => {
+  it('start exactly the branches whose condition holds, in listed order, plain names always', () => {
+    fc.assert(fc.property(fc.array(fc.constantFrom<'plain' | 'yes' | 'no'>('plain', 'yes', 'no'), { minLength: 1, maxLength: 8 }), (kinds) => {
+      const names = kinds.map((_, i) => `b${i}`);
+      const entries = kinds.map((k, i) => (k === 'plain' ? names[i] : { if: k === 'yes' ? 'input.on' : '!input.on', then: names[i] }));
+      const steps: Record<string, unknown> = { f: { parallel: entries, join: 'j' }, j: { tool: 'core.noop' } };
+      for (const n of names) steps[n] = { tool: 'core.noop' };
+      const c = compileFlow({ start: 'f', steps });
+      if (!c.ok) throw new Error(JSON.stringify(c.issues));
+      const d = resolveSuccess(c.flow, 'f', { input: { on: true }, result: null, steps: {} });
+      expect(d).toEqual({ kind: 'parallel', branches: names.filter((_, i) => kinds[i] !== 'no') });
+    }), { numRuns: 50 });
+  });
+});
+
 describe('joinVerdict', () => {
   const none = () => ({});
   const atLeast = (n: number, cancelRemaining = true): ForkPolicy => ({ complete: { kind: 'atLeast', n }, cancelRemaining });
