@@ -9,7 +9,7 @@
  */
 import type { ErrorData } from '../errors.js';
 import { getStep, type CompiledStep } from '../flow/compiled.js';
-import { joinVerdict } from '../flow/joinPolicy.js';
+import { joinVerdict, safeVerdict } from '../flow/joinPolicy.js';
 import { resolveTemplates } from '../flow/templates.js';
 import { getForkState, getLatestTopLevelRow, type ForkRow } from '../db/queries.js';
 import type { ForkHost } from './forkSettlement.js';
@@ -52,14 +52,7 @@ export async function settleByPolicy(s: PolicySettler, fork: ForkRow): Promise<v
     const scope = await host.scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, {});
     vars = { ...scope, results, completed: state.completed };
   }
-  let verdict;
-  try {
-    verdict = joinVerdict(policy, { total, completed: state.completed, finished: state.finished }, () => vars, fork.name);
-  } catch (err) {
-    // complete.when failed to evaluate (a missing key, its budget): the fork fails with that error.
-    const e = err as { toJSON?: () => ErrorData; message?: string };
-    return s.failFork(fork, { ...(e.toJSON ? e.toJSON() : { code: 'condition_error', message: String(e.message) }), step: fork.name });
-  }
+  const verdict = safeVerdict(() => joinVerdict(policy, { total, completed: state.completed, finished: state.finished }, () => vars, fork.name), fork.name);
   if (verdict.kind === 'join') return s.settle(fork, { cancelLive: policy.cancelRemaining });
   if (verdict.kind === 'unreachable') return s.failFork(fork, verdict.error);
   // Wait: start branches (items) into the free places.

@@ -27,7 +27,7 @@ import type { TxWriter } from './txWriter.js';
 import type { WorkflowInfo } from './workflowCache.js';
 import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
 import { settleByPolicy, settlesByPolicy, type PolicySettler } from './forkCompletion.js';
-import { ALL_BRANCHES, joinVerdict } from '../flow/joinPolicy.js';
+import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../flow/joinPolicy.js';
 
 /** Where a step sits: the fan-out row that created its branch and its item there. */
 export interface Position {
@@ -140,17 +140,16 @@ export class ForkSettlement implements PolicySettler {
    * under a policy that needs completed branches, join_unreachable.
    */
   async settleEmpty(fork: ForkRow): Promise<void> {
-    const t = getStep(this.host.wf.flow, fork.name).transition;
+    const forkStep = getStep(this.host.wf.flow, fork.name);
+    const t = forkStep.transition;
     const policy = (t.kind === 'parallel' || t.kind === 'forEach' ? t.policy : undefined) ?? ALL_BRANCHES;
+    let vars: Record<string, unknown> = {};
     if (policy.complete.kind === 'when') {
-      const scope = await this.host.scopes.forStep(getStep(this.host.wf.flow, fork.name), { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, {});
-      const results = await this.resultsNow(fork);
-      const verdict = joinVerdict(policy, { total: 0, completed: 0, finished: 0 }, () => ({ ...scope, results, completed: 0 }), fork.name);
-      if (verdict.kind === 'unreachable') return this.failFork(fork, verdict.error);
-    } else {
-      const verdict = joinVerdict(policy, { total: 0, completed: 0, finished: 0 }, () => ({}), fork.name);
-      if (verdict.kind === 'unreachable') return this.failFork(fork, verdict.error);
+      const scope = await this.host.scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, {});
+      vars = { ...scope, results: await this.resultsNow(fork), completed: 0 };
     }
+    const verdict = safeVerdict(() => joinVerdict(policy, { total: 0, completed: 0, finished: 0 }, () => vars, fork.name), fork.name);
+    if (verdict.kind === 'unreachable') return this.failFork(fork, verdict.error);
     return this.settle(fork);
   }
 

@@ -4,7 +4,7 @@
  * every batch of arrivals at the fork; it creates the join on `join` once, and fails the fork
  * with `join_unreachable` when the policy can no longer hold.
  */
-import type { ErrorData } from '../errors.js';
+import { StepError, type ErrorData } from '../errors.js';
 import type { ForkPolicy } from './compiled.js';
 
 export interface ForkCounts {
@@ -45,4 +45,17 @@ export function joinVerdict(policy: ForkPolicy, c: ForkCounts, vars: () => Recor
 
 function unreachable(fork: string, message: string, details: Record<string, unknown>): JoinVerdict {
   return { kind: 'unreachable', error: { code: 'join_unreachable', message, retryable: false, step: fork, details } };
+}
+
+/**
+ * The verdict, or — when complete.when cannot be evaluated (a missing key, its budget) — a
+ * failure of the fork with that error, as a failed branch would fail it.
+ */
+export function safeVerdict(verdict: () => JoinVerdict, fork: string): JoinVerdict {
+  try {
+    return verdict();
+  } catch (err) {
+    if (!(err instanceof StepError)) throw err;
+    return { kind: 'unreachable', error: { ...err.toJSON(), step: fork } };
+  }
 }

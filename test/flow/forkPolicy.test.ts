@@ -135,3 +135,12 @@ describe('joinVerdict', () => {
     expect(joinVerdict(when, { ...c, finished: 3 }, () => ({ results: { a: 'y' }, completed: 1 }), 'f').kind).toBe('unreachable');
   });
 });
+
+describe('safeVerdict', () => {
+  it('turns a complete.when that cannot be evaluated into a failure of the fork', async () => {
+    const { safeVerdict } = await import('../../src/flow/joinPolicy.js');
+    const when: ForkPolicy = { complete: { kind: 'when', condition: compileCondition('results.missing.deeper == 1', ['results', 'completed']) }, cancelRemaining: true };
+    const v = safeVerdict(() => joinVerdict(when, { completed: 0, finished: 0, total: 1 }, () => ({ results: {} }), 'f'), 'f');
+    expect(v).toMatchObject({ kind: 'unreachable', error: { code: 'condition_error', step: 'f' } });
+  });
+});
