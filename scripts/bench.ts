@@ -2,7 +2,8 @@
  * `npm run bench`: the performance benchmark (issues 5 and 12).
  *
  * Per run: the stepd scenarios (fresh schema, a stepd executor in its own process, everything
- * driven through SQL from here): 1 throughput, 1b sustained throughput (five times as many), 2 chain, 3 forEach of 1,000, 4 wake-up, the
+ * driven through SQL from here): 1 throughput, 1b sustained throughput (five times as many), 2 chain, 3 forEach of 1,000, 3b the same with
+ * `complete: "first"`, 4 wake-up, the
  * executor's idle CPU and memory, 6 io-bound three-step workflows (own executor, explicit
  * concurrency), 7 forEach of 10,000 with its peak RSS; then the pgbench-style ceiling (1 and 8
  * clients) and pg-boss doing scenarios 1, 1b and 2. Once: the claim statement's latency with 0 and

@@ -1,6 +1,7 @@
 /**
  * Scenario 3, fan-out: one workflow whose first step is a `forEach` over N items (each item a
  * `core.noop` step), then a join step. Total = the workflow's completed_at − created_at.
+ * With `complete: 'first'` (scenario 3b) the join runs after the first item and cancels the rest.
  */
 import { MS_BETWEEN } from './pg.js';
 import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
@@ -31,22 +32,22 @@ export interface FanoutResult {
   timedOut: boolean;
 }
 
-export function fanoutFlow(items: number): unknown {
+export function fanoutFlow(items: number, complete?: 'first'): unknown {
   return {
     start: 'fan',
     maxSteps: items + 10,
     steps: {
-      fan: { forEach: { items: '{{input.items}}', step: 'item' }, join: 'collect' },
+      fan: { forEach: { items: '{{input.items}}', step: 'item' }, join: 'collect', ...(complete ? { complete } : {}) },
       item: { tool: 'core.noop' },
       collect: { tool: 'core.noop', done: true },
     },
   };
 }
 
-export async function runFanout(ctx: StepdContext, items: number, name = 'bench-fanout'): Promise<FanoutResult> {
+export async function runFanout(ctx: StepdContext, items: number, name = 'bench-fanout', complete?: 'first'): Promise<FanoutResult> {
   const { workflows, steps } = tables(ctx.schema);
   const input = { items: Array.from({ length: items }, (_, i) => i) };
-  const { first: id } = await insertWorkflows(ctx, name, fanoutFlow(items), 1, input);
+  const { first: id } = await insertWorkflows(ctx, name, fanoutFlow(items, complete), 1, input);
   const { timedOut } = await waitForWorkflows(ctx, name);
   const [r] = await query<{ total_ms: number; done_items: number }>(
     ctx,

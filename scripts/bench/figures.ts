@@ -100,6 +100,11 @@ const DEFS: FigureDef[] = [
   { key: 'fanout.startTxs', section: '3 fan-out', label: 'transactions starting items', unit: '', get: (r) => r.stepd.fanout?.phases?.startTxs },
   { key: 'fanout.completeTxs', section: '3 fan-out', label: 'transactions completing items', unit: '', get: (r) => r.stepd.fanout?.phases?.completeTxs },
   {
+    key: 'fanoutFirst.totalMs', section: '3b fan-out + first', label: 'total (forEach + first + join)', unit: 'ms', get: (r) => r.stepd.fanoutFirst?.totalMs,
+    timedOut: (r) => r.stepd.fanoutFirst?.timedOut,
+  },
+  { key: 'fanoutFirst.items', section: '3b fan-out + first', label: 'items done before the join cancelled the rest', unit: '', get: (r) => r.stepd.fanoutFirst?.items },
+  {
     key: 'wakeup.p50Ms', section: '4 wake-up', label: 'readied → running p50', unit: 'ms', get: (r) => r.stepd.wakeup?.latencyMs.p50,
     ceiling: ceilingMsPerTransition, target: { text: '≤ 3 ms', met: (v) => v <= 3 }, timedOut: (r) => r.stepd.wakeup?.timedOut,
   },

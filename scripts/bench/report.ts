@@ -60,7 +60,7 @@ function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScen
   ];
 }
 
-const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io'];
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'fanoutFirst', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io'];
 
 /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
 export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
@@ -69,6 +69,7 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
     case 'sustained': return r.sustained?.steps;
     case 'chain': return r.chain?.steps;
     case 'fanout': return r.fanout ? r.fanout.items + 2 : undefined;
+    case 'fanoutFirst': return r.fanoutFirst ? r.fanoutFirst.items + 2 : undefined;
     case 'fanoutLarge': return r.fanoutLarge ? r.fanoutLarge.items + 2 : undefined;
     case 'wakeup': return r.wakeup?.gates;
     case 'signals': return r.signals ? r.signals.signals * 2 : undefined;

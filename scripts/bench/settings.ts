@@ -41,7 +41,7 @@ export interface BenchSizes {
 }
 
 /** Scenario names accepted by --only, in the order they run. */
-export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'signals', 'gaterace', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {

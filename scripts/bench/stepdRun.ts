@@ -29,7 +29,7 @@ import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runSignalBurst, type SignalBurstResult } from './signalBurst.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -38,6 +38,8 @@ export interface StepdRunResult {
   sustained?: ThroughputResult;
   chain?: ChainResult;
   fanout?: FanoutResult;
+  /** The same forEach with `complete: "first"`: joins after the first item, cancelling the rest. */
+  fanoutFirst?: FanoutResult;
   wakeup?: WakeupResult;
   signals?: SignalBurstResult;
   gateRace?: GateRaceResult;
@@ -64,7 +66,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'signals', 'gaterace', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'idle', 'foreach10k'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -132,6 +134,9 @@ export async function runStepdScenarios(opts: {
       }
       if (selected('chain')) await scenario(ctx, 'chain', `chain (${s.chain} steps)`, () => runChain(ctx, s.chain));
       if (selected('foreach1k')) await scenario(ctx, 'fanout', `fan-out (${s.fanout} items)`, () => runFanout(ctx, s.fanout));
+      if (selected('foreach1kFirst')) {
+        await scenario(ctx, 'fanoutFirst', `fan-out + first (${s.fanout} items)`, () => runFanout(ctx, s.fanout, 'bench-fanout-first', 'first'));
+      }
       if (selected('wakeup')) await scenario(ctx, 'wakeup', `wake-up (${s.gates} gates)`, () => runWakeup(ctx, s.gates));
       if (selected('signals')) {
         await scenario(ctx, 'signals', `signals (${s.signals} waiting workflows, ${s.signalsPerSecond} signals/s)`, () => runSignalBurst(ctx, s.signals, s.signalsPerSecond));

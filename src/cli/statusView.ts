@@ -234,9 +234,13 @@ export function buildTree(steps: StepView[]): StepNode[] {
 /** What a step row is doing, in a few words. */
 export function describeStep(s: StepView, now: Date = new Date()): string {
   const dur = s.durationMs === null || s.kind === 'fork' ? '' : ` ${formatDuration(s.durationMs)}`;
-  const attempts = s.attempt > 1 || (s.status === 'failed' && s.maxAttempts !== null && s.maxAttempts > 1)
-    ? `  attempt ${s.attempt}${s.maxAttempts !== null && s.attempt <= s.maxAttempts ? `/${s.maxAttempts}` : ''}`
-    : '';
+  // A failure that was not retryable ended the step at once: no "attempt 1/3" as if more were coming.
+  const final = s.status === 'failed' && (s.error as { retryable?: unknown } | null)?.retryable === false;
+  const attempts = final
+    ? `  ${s.attempt > 1 ? `attempt ${s.attempt}, ` : ''}not retryable`
+    : s.attempt > 1 || (s.status === 'failed' && s.maxAttempts !== null && s.maxAttempts > 1)
+      ? `  attempt ${s.attempt}${s.maxAttempts !== null && s.attempt <= s.maxAttempts ? `/${s.maxAttempts}` : ''}`
+      : '';
   switch (s.status) {
     case 'done':
       if (s.kind === 'fork') return `done: ${describeFanout(s.result)}`;

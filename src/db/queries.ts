@@ -23,3 +23,4 @@ export * from './queries/startAt.js';
 export * from './queries/lanes.js';
 export * from './queries/sizeCaps.js';
 export * from './queries/usage.js';
+export * from './queries/forkState.js';

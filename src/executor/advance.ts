@@ -11,7 +11,7 @@ import { resolveTemplates } from '../flow/templates.js';
 import { renderGateArgs } from '../flow/gateArgs.js';
 import { valueCapError } from '../flow/caps.js';
 import { failureNeedsLostCount, resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { countLostAttemptsBefore, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
+import { countLostAttemptsBefore, failDoneStepForTransition, getLatestDoneRowInChain, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { Logger } from '../logger.js';
@@ -22,6 +22,7 @@ import { startSubWorkflowStep } from './subWorkflows.js';
 import { startSignalWait } from './signalWaits.js';
 import { resolveSignalWait } from '../flow/signalWait.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
+import { resolveWaitMs } from '../flow/waitDuration.js';
 
 export interface AdvanceDeps {
   schema: string;
@@ -189,15 +190,17 @@ export class Advance implements ForkHost {
           ...pos,
         });
       case 'parallel': {
-        if (decision.branches.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
+        if (decision.branches.length === 0) return this.forks.settleEmpty(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
-        for (const [i, branch] of decision.branches.entries()) {
-          await this.createStep(branch, { fanoutId: origin.id, itemIndex: i }, {});
+        // Each branch keeps its place in the listed order (item_index), whichever started.
+        const listed = (getStep(this.wf.flow, origin.name).transition as { branches: string[] }).branches;
+        for (const branch of decision.branches.slice(0, decision.concurrency ?? decision.branches.length)) {
+          await this.createStep(branch, { fanoutId: origin.id, itemIndex: listed.indexOf(branch) }, {});
         }
         return;
       }
       case 'forEach': {
-        if (decision.items.length === 0) return this.forks.settle(await this.forks.forkRow(origin.id));
+        if (decision.items.length === 0) return this.forks.settleEmpty(await this.forks.forkRow(origin.id));
         await this.markOpen(origin);
         const n = Math.min(decision.concurrency, decision.items.length);
         for (let i = 0; i < n; i++) {
@@ -212,6 +215,12 @@ export class Advance implements ForkHost {
       case 'failWorkflow':
         return this.failWorkflow(decision.error);
       case 'failBranch':
+        // Under allSettled the join sees the branch failed; under failFast the row stays done, so a
+        // redrive runs the transition again on the kept result (redrivePlan.ts).
+        if (decision.transition && pos.fanoutId !== null && (await this.forks.enclosingMode(pos)) === 'allSettled') {
+          await this.flush();
+          await failDoneStepForTransition(this.db, origin.id, decision.error);
+        }
         return this.forks.failBranch(pos, decision.error);
     }
   }
@@ -244,7 +253,7 @@ export class Advance implements ForkHost {
   }
 
   /** Creates the row for step `name` at `pos`. Forks fan out at once; bad templates fail it. */
-  async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; item?: unknown; index?: number }): Promise<void> {
+  async createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; completed?: number; item?: unknown; index?: number }): Promise<void> {
     if (this.finished) return;
     const step = getStep(this.wf.flow, name);
     if (this.writer.stepCount(this.wf.id) + 1 > this.wf.flow.maxSteps) {
@@ -289,7 +298,7 @@ export class Advance implements ForkHost {
         case 'pass':
         case 'fork': {
           const scope = await this.scopes.forStep(step, pos, extra);
-          const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: null });
+          const decision = resolveSuccess(this.wf.flow, name, { ...scope, result: await this.predecessorResult(step, pos) });
           const result = decision.kind === 'forEach' ? { items: decision.items } : decision.kind === 'parallel' ? { branches: decision.branches } : null;
           const opens = (decision.kind === 'forEach' && decision.items.length > 0) || (decision.kind === 'parallel' && decision.branches.length > 0);
           const id = await this.writer.insertNow({ ...base, args: null, status: 'done', result, fanoutOpen: opens });
@@ -309,9 +318,18 @@ export class Advance implements ForkHost {
     }
   }
 
+  /** What `result` means in a fork's branch conditions: the result of the step before it in its chain. */
+  private async predecessorResult(step: CompiledStep, pos: Position): Promise<unknown> {
+    const t = step.transition;
+    if (t.kind !== 'parallel' || !t.conditions) return null;
+    await this.flush();
+    return (await getLatestDoneRowInChain(this.db, { workflowId: this.wf.id, ...pos }))?.result ?? null;
+  }
+
   private async timerReady(step: CompiledStep, pos: Position, extra: object): Promise<{ readyInMs?: number; readyAt?: Date }> {
     if (!step.wait || 'ms' in step.wait) return { readyInMs: step.wait?.ms ?? 0 };
     const scope = await this.scopes.forStep(step, pos, extra);
+    if ('duration' in step.wait) return { readyInMs: resolveWaitMs(step.name, step.wait.duration, scope) };
     const value = resolveTemplates(step.wait.until, scope);
     const at = new Date(typeof value === 'number' ? value : String(value));
     if (Number.isNaN(at.getTime())) throw new TemplateError(`wait.until of step "${step.name}" is not a date: ${JSON.stringify(value)}`);

@@ -26,6 +26,8 @@ import type { StepdEvent } from '../events.js';
 import type { TxWriter } from './txWriter.js';
 import type { WorkflowInfo } from './workflowCache.js';
 import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
+import { settleByPolicy, settlesByPolicy, type PolicySettler } from './forkCompletion.js';
+import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../flow/joinPolicy.js';
 
 /** Where a step sits: the fan-out row that created its branch and its item there. */
 export interface Position {
@@ -41,7 +43,7 @@ export interface ForkHost {
   readonly scopes: ScopeBuilder;
   readonly ended: boolean;
   event(type: StepdEvent['type'], extra?: Partial<StepdEvent>): void;
-  createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; item?: unknown; index?: number }): Promise<void>;
+  createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; completed?: number; item?: unknown; index?: number }): Promise<void>;
   failWorkflow(error: ErrorData): Promise<void>;
   /** A chain ended outside any fan-out: the workflow completes with `output` if nothing else is live. */
   endTopChain(output: unknown): Promise<void>;
@@ -51,7 +53,7 @@ export interface ForkHost {
   unapplied(): string[];
 }
 
-export class ForkSettlement {
+export class ForkSettlement implements PolicySettler {
   /** Branches that arrived at each fork and are not settled yet (fork id → how many). */
   private readonly pending = new Map<string, number>();
   /** Forks settled in this transaction: later arrivals there are late. */
@@ -63,11 +65,11 @@ export class ForkSettlement {
    * above them: an enclosing fan-out that settles next reuses them instead of reading below
    * again, so settling M nested forks reads each level once.
    */
-  private readonly results = new Map<string, { parent: string | null; value: unknown }>();
+  private readonly results = new Map<string, { parent: string | null; value: unknown; completed: number }>();
   /** Steps that fork without a join: a branch ending there has that fan-out's results as its value. */
   private joinlessForks: string[] | undefined;
 
-  constructor(private readonly host: ForkHost) {}
+  constructor(readonly host: ForkHost) {}
 
   /** A chain ended at `pos`: the end of the workflow, or an arrival at its fork (settled later). */
   async arrive(pos: Position, output: unknown): Promise<void> {
@@ -104,6 +106,7 @@ export class ForkSettlement {
     const fork = await this.forkRow(forkId);
     const forkStep = getStep(this.host.wf.flow, fork.name);
     const t = forkStep.transition;
+    if (settlesByPolicy(forkStep)) return settleByPolicy(this, fork);
     await this.host.flush();
     const progress = await getFanoutProgress(this.host.db, fork.id);
     if (t.kind === 'forEach') {
@@ -132,18 +135,57 @@ export class ForkSettlement {
     return false;
   }
 
-  /** Every branch of a fan-out instance finished (or it had none): create its join once, or end its chain. */
-  async settle(fork: ForkRow): Promise<void> {
+  /**
+   * A fork that started no branch (none listed, no item, no condition held): its join now — or,
+   * under a policy that needs completed branches, join_unreachable.
+   */
+  async settleEmpty(fork: ForkRow): Promise<void> {
+    const forkStep = getStep(this.host.wf.flow, fork.name);
+    const t = forkStep.transition;
+    const policy = (t.kind === 'parallel' || t.kind === 'forEach' ? t.policy : undefined) ?? ALL_BRANCHES;
+    let vars: Record<string, unknown> = {};
+    if (policy.complete.kind === 'when') {
+      const scope = await this.host.scopes.forStep(forkStep, { fanoutId: fork.fanout_id, itemIndex: fork.item_index }, {});
+      vars = { ...scope, results: await this.resultsNow(fork), completed: 0 };
+    }
+    const verdict = safeVerdict(() => joinVerdict(policy, { total: 0, completed: 0, finished: 0 }, () => vars, fork.name), fork.name);
+    if (verdict.kind === 'unreachable') return this.failFork(fork, verdict.error);
+    return this.settle(fork);
+  }
+
+  /**
+   * The fork's join is due (every branch finished, or its policy held): create it once, or end its
+   * chain. `cancelLive`: its branches still live are cancelled first (tools aborted, retries stopped).
+   */
+  async settle(fork: ForkRow, options: { cancelLive?: boolean } = {}): Promise<void> {
     if (this.settled.has(fork.id)) return;
     this.settled.add(fork.id);
     await this.host.flush();
+    if (options.cancelLive) {
+      const cancelled = await cancelLiveStepsInFanout(this.host.db, fork.id, this.host.unapplied());
+      this.host.writer.cancelledRunning.push(...cancelled.running);
+      this.host.cancelUnapplied(cancelled.unapplied);
+    }
     await setFanoutOpen(this.host.db, fork.id, false);
     const t = getStep(this.host.wf.flow, fork.name).transition;
     if (t.kind !== 'parallel' && t.kind !== 'forEach') throw new Error(`step "${fork.name}" is not a fan-out`);
     const results = await this.fanoutResults(fork);
+    const completed = this.results.get(fork.id)?.completed ?? 0;
     const pos: Position = { fanoutId: fork.fanout_id, itemIndex: fork.item_index };
-    if (t.join !== undefined) return this.host.createStep(t.join, pos, { results });
+    if (t.join !== undefined) return this.host.createStep(t.join, pos, { results, completed });
     return this.arrive(pos, results);
+  }
+
+  /** The fork's results as they stand, for complete.when (computed again when it settles). */
+  async resultsNow(fork: ForkRow): Promise<unknown> {
+    const value = await this.fanoutResults(fork);
+    this.results.delete(fork.id);
+    return value;
+  }
+
+  /** The fork itself fails (join_unreachable): like a failFast fork whose branch failed, whatever its mode. */
+  async failFork(fork: ForkRow, error: ErrorData): Promise<void> {
+    return this.failUpward({ fanoutId: fork.id, itemIndex: null }, error, fork.id);
   }
 
   /**
@@ -154,6 +196,10 @@ export class ForkSettlement {
    * statement and the live steps below the outermost are cancelled in one.
    */
   async failBranch(pos: Position, error: ErrorData): Promise<void> {
+    return this.failUpward(pos, error, undefined);
+  }
+
+  private async failUpward(pos: Position, error: ErrorData, forced: string | undefined): Promise<void> {
     const failing: ForkRow[] = [];
     let then: () => Promise<void>;
     for (let cur = pos; ; ) {
@@ -164,7 +210,7 @@ export class ForkSettlement {
       const fork = await this.forkRow(cur.fanoutId);
       const forkStep = getStep(this.host.wf.flow, fork.name);
       const t = forkStep.transition;
-      if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled') {
+      if ((t.kind === 'parallel' || t.kind === 'forEach') && t.mode === 'allSettled' && fork.id !== forced) {
         const at = cur;
         then = () => this.arrive(at, null);
         break;
@@ -237,18 +283,21 @@ export class ForkSettlement {
       return o.status === 'done' ? { status: 'done', result: await value(o) } : { status: o.status, error: o.error };
     };
     let out: unknown;
+    // A branch still live when the fork joined early has no value yet: null (its row may be mid-chain).
+    const finished = (o: FanoutOutcome | undefined) => (o && !o.fanout_open && (o.status === 'done' || o.status === 'failed' || o.status === 'cancelled') ? o : undefined);
+    const completed = outcomes.filter((o) => o.status === 'done' && !o.fanout_open).length;
     if (t.kind === 'forEach') {
       const byIndex = new Map(outcomes.map((o) => [o.item_index, o]));
       const count = await forkItemCount(this.host.db, fork, forkStep, this.host.scopes);
       const list: unknown[] = [];
-      for (let i = 0; i < count; i++) list.push(await entry(byIndex.get(i)));
+      for (let i = 0; i < count; i++) list.push(await entry(finished(byIndex.get(i))));
       out = list;
     } else {
       const obj: Record<string, unknown> = {};
-      for (const [i, b] of t.branches.entries()) obj[b] = await entry(outcomes.find((o) => o.item_index === i));
+      for (const [i, b] of t.branches.entries()) obj[b] = await entry(finished(outcomes.find((o) => o.item_index === i)));
       out = obj;
     }
-    this.results.set(fork.id, { parent: fork.fanout_id, value: out });
+    this.results.set(fork.id, { parent: fork.fanout_id, value: out, completed });
     return out;
   }
 
@@ -257,6 +306,13 @@ export class ForkSettlement {
       .filter((s) => (s.transition.kind === 'parallel' || s.transition.kind === 'forEach') && s.transition.join === undefined)
       .map((s) => s.name);
     return this.joinlessForks;
+  }
+
+  /** The mode of the fan-out a position is a branch of (null at the top level). */
+  async enclosingMode(pos: Position): Promise<'failFast' | 'allSettled' | null> {
+    if (pos.fanoutId === null) return null;
+    const t = getStep(this.host.wf.flow, (await this.forkRow(pos.fanoutId)).name).transition;
+    return t.kind === 'parallel' || t.kind === 'forEach' ? t.mode : null;
   }
 
   /** A fork row's identity and item count never change, so one read per transaction is enough. */

@@ -23,6 +23,8 @@ import type { WorkflowInfo } from './workflowCache.js';
 export interface ScopeExtras {
   result?: unknown;
   results?: unknown;
+  /** In a join: how many branches of its fork completed. */
+  completed?: number;
   error?: unknown;
   item?: unknown;
   index?: number;
@@ -101,6 +103,12 @@ export class ScopeBuilder {
     await this.beforeRead();
     this.rememberForks(await getForkRowAndAncestors(this.db, id));
     return this.forks.get(id);
+  }
+
+  /** A fork row's result (a fork without a tool lists its items or branches there). */
+  async forkResult(id: string): Promise<unknown> {
+    await this.beforeRead();
+    return getStepResult(this.db, id);
   }
 
   /** Fork rows read by another statement (they do not change once their branches exist). */

@@ -15,11 +15,31 @@ export type FanoutMode = 'failFast' | 'allSettled';
 export type Transition =
   | { kind: 'next'; to: string }
   | { kind: 'branch'; cases: { condition: CompiledCondition; then: string }[]; default?: string }
-  | { kind: 'parallel'; branches: string[]; join?: string; mode: FanoutMode }
-  | { kind: 'forEach'; items: unknown; step: string; concurrency: number; as?: string; join?: string; mode: FanoutMode }
+  | {
+      kind: 'parallel';
+      branches: string[];
+      /** Per branch (same order): the condition under which it starts, if any. */
+      conditions?: (CompiledCondition | undefined)[];
+      join?: string;
+      mode: FanoutMode;
+      policy?: ForkPolicy;
+      /** At most this many branches live at once, started in listed order (absent: all at once). */
+      concurrency?: number;
+    }
+  | { kind: 'forEach'; items: unknown; step: string; concurrency: number; as?: string; join?: string; mode: FanoutMode; policy?: ForkPolicy }
   /** End of a chain: arrive at the enclosing fan-out's join (seed form names it), or end the workflow. */
   | { kind: 'arrive'; join?: string }
   | { kind: 'done'; status: 'completed' | 'failed'; error?: string | { code: string; message: string } };
+
+/**
+ * When a fork's join is created (DESIGN §2d): after every branch (`all`, the default, and a
+ * transition without a policy), after `n` branches completed (`first` is 1), or when `condition`
+ * (CEL over results and completed) holds; then live branches are cancelled if `cancelRemaining`.
+ */
+export interface ForkPolicy {
+  complete: { kind: 'all' } | { kind: 'atLeast'; n: number } | { kind: 'when'; condition: CompiledCondition };
+  cancelRemaining: boolean;
+}
 
 export interface RetryPolicy {
   maxAttempts: number;
@@ -52,7 +72,8 @@ export interface CompiledStep {
     /** User patterns (`*` any characters) that may ready the gate. */
     approvers?: string[];
   };
-  wait?: { ms: number } | { until: string };
+  /** `duration`: a template (`{{= input.minutes * 60000 }}`, `{{input.delay}}`) giving ms or a duration text. */
+  wait?: { ms: number } | { until: string } | { duration: string };
   /** A sub-workflow step: the registered flow it starts (version null: the latest) and its input template. */
   workflow?: { name: string; version: number | null; input: unknown };
   /** A step that waits for a signal (signalWait.ts): its names, key template, since and timeout. */

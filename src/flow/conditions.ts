@@ -95,7 +95,7 @@ const MAX_INT = 2 ** 63;
  * JSON value → CEL value: whole numbers become BigInt; arrays and plain objects are copied with
  * only their own enumerable properties (into null-prototype objects, so nothing is inherited).
  */
-function toCel(value: unknown): unknown {
+export function toCel(value: unknown): unknown {
   switch (typeof value) {
     case 'number':
       return Number.isInteger(value) && value > -MAX_INT && value < MAX_INT ? BigInt(value) : value;
@@ -131,7 +131,7 @@ function describe(value: unknown): string {
 // ---------------------------------------------------------------------------------------------
 // The environment
 
-function createEnvironment(roots: readonly string[]): Environment {
+export function createEnvironment(roots: readonly string[]): Environment {
   const env = new Environment({ unlistedVariablesAreDyn: false, homogeneousAggregateLiterals: false, limits: CEL_PARSE_LIMITS });
   for (const name of roots) env.registerVariable(name, 'dyn');
   // Mixed int/double arithmetic, which CEL leaves undefined but JSON numbers make unavoidable.
@@ -154,7 +154,7 @@ interface CelErrorLike {
   range?: { start: number; end: number };
 }
 
-function celProblem(err: unknown): { text: string; code: string | undefined; range: unknown } {
+export function celProblem(err: unknown): { text: string; code: string | undefined; range: unknown } {
   const e = (typeof err === 'object' && err !== null ? err : {}) as CelErrorLike;
   const summary = typeof e.summary === 'string' ? e.summary : typeof e.message === 'string' ? e.message.split('\n')[0] : String(err);
   const at = e.range && typeof e.range.start === 'number' ? ` at column ${e.range.start + 1}` : '';

@@ -119,7 +119,7 @@ export function flowEdges(flow: CompiledFlow): GraphEdge[] {
         if (t.default !== undefined) edges.push({ from: step.name, to: t.default, kind: 'default', label: 'default' });
         break;
       case 'parallel':
-        t.branches.forEach((b, i) => edges.push({ from: step.name, to: b, kind: 'parallel', label: `branch ${i}` }));
+        t.branches.forEach((b, i) => edges.push({ from: step.name, to: b, kind: 'parallel', label: t.conditions?.[i] ? `if ${t.conditions[i].source}` : `branch ${i}` }));
         break;
       case 'forEach':
         edges.push({ from: step.name, to: t.step, kind: 'forEach', label: t.concurrency < 10_000 ? `each item (${t.concurrency} at a time)` : 'each item' });

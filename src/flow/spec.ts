@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
 import { flowNameProblem } from './flowName.js';
+import { completeSpec, forEachGuard, parallelSpec } from './forkSpec.js';
 
 /** The largest flow accepted, as JSON text. */
 export const MAX_FLOW_BYTES = 1024 * 1024;
@@ -132,10 +133,15 @@ export const stepSpec = z
     next: stepName.optional(),
     branch: z.array(z.object({ if: z.string().min(1), then: stepName }).strict()).min(1).optional(),
     default: stepName.optional(),
-    parallel: z.array(stepName).optional(),
-    forEach: forEachSpec.optional(),
+    parallel: parallelSpec.optional(),
+    forEach: forEachGuard(forEachSpec).optional(),
     join: stepName.optional(),
     mode: z.enum(['failFast', 'allSettled']).optional(),
+    /** Fork steps (§2d): when the join is created, whether live branches are then cancelled. */
+    complete: completeSpec.optional(),
+    cancelRemaining: z.boolean().optional(),
+    /** A number on a fork (branches live at once, §2d); checked by kind in forkPolicy.ts. */
+    concurrency: z.unknown().optional(),
     done: doneSpec.optional(),
     output: z.unknown().optional(),
     approval: z.union([z.literal(true), approvalSpec]).optional(),

@@ -23,6 +23,7 @@
 import { TemplateError } from '../errors.js';
 import { BudgetError, TEMPLATE_BUDGET_CHARS, measureJson } from './caps.js';
 import { parseExpression, type ParsedExpression } from './templateExpression.js';
+import { celSource, celTemplateRefs, evaluateCelTemplate } from './celValue.js';
 
 /** The roots a template may start from: input, steps, result, item, index, results, error, workflow, … */
 export type TemplateScope = Record<string, unknown>;
@@ -45,7 +46,11 @@ export interface TemplateRef {
 interface TemplatePart {
   raw: string;
   expr: ParsedExpression;
+  /** `{{= CEL }}`: the expression, evaluated by celValue.ts (`expr` is then a placeholder). */
+  cel?: string;
 }
+
+const CEL_PLACEHOLDER: ParsedExpression = Object.freeze({ root: '=', rootText: '=', path: [], labels: [] }) as ParsedExpression;
 
 /** A string split into literal text and templates, in order. */
 type StringPart = string | TemplatePart;
@@ -94,7 +99,9 @@ function parseString(s: string): StringPart[] | null {
       throw new TemplateError(`template "${raw}": no closing "}}"`, { template: raw });
     }
     const raw = s.slice(open, close + 2);
-    parts.push({ raw, expr: parseExpression(s.slice(open + 2, close), raw) });
+    const inner = s.slice(open + 2, close);
+    const cel = celSource(inner);
+    parts.push(cel !== undefined ? { raw, expr: CEL_PLACEHOLDER, cel } : { raw, expr: parseExpression(inner, raw) });
     last = close + 2;
     open = s.indexOf('{{', last);
   }
@@ -106,6 +113,7 @@ function parseString(s: string): StringPart[] | null {
 // Resolution
 
 function lookup(part: TemplatePart, scope: TemplateScope): unknown {
+  if (part.cel !== undefined) return evaluateCelTemplate(part.cel, part.raw, scope);
   const { expr, raw } = part;
   const known = Object.hasOwn(scope, expr.root) ? scope[expr.root] : undefined;
   if (known === undefined) {
@@ -142,7 +150,9 @@ function lookup(part: TemplatePart, scope: TemplateScope): unknown {
 
 /**
  * `{{steps.NAME…}}` for a step with no result here: it failed (the scope lists it under
- * FAILED_STEPS, or it is the step whose error routed here), or it has not completed on this path.
+ * FAILED_STEPS, or it is the step whose error routed here), or no attempt of it has completed in
+ * the workflow yet (steps.NAME is the latest done attempt anywhere in the workflow; inside a
+ * forEach item, the item's own attempt when it has one — docs/flow-language.md, "Which result").
  */
 function missingStep(raw: string, name: string, scope: TemplateScope): TemplateError {
   const failed = (scope as { [FAILED_STEPS]?: ReadonlySet<string> })[FAILED_STEPS];
@@ -151,7 +161,7 @@ function missingStep(raw: string, name: string, scope: TemplateScope): TemplateE
   const why =
     failed?.has(name) === true || routedFrom
       ? `step "${name}" failed and has no result${routedFrom ? ' (its error is {{error}})' : ''}`
-      : `step "${name}" has no result here: it has not completed on this path`;
+      : `step "${name}" has no result: no attempt of it has completed in this workflow yet`;
   return new TemplateError(`template "${raw}": ${why}`, { template: raw, segment: name, path: ['steps', name] });
 }
 
@@ -245,7 +255,9 @@ function collectRefs(value: unknown, out: TemplateRef[]): void {
     const parts = parseString(value);
     if (parts === null) return;
     for (const part of parts) {
-      if (typeof part !== 'string') out.push({ raw: part.raw, root: part.expr.root, path: part.expr.path });
+      if (typeof part === 'string') continue;
+      if (part.cel !== undefined) for (const ref of celTemplateRefs(part.cel, part.raw)) out.push({ raw: part.raw, ...ref });
+      else out.push({ raw: part.raw, root: part.expr.root, path: part.expr.path });
     }
   } else if (Array.isArray(value)) {
     for (const item of value) collectRefs(item, out);

@@ -11,7 +11,8 @@ import { CapExceededError, valueCapError } from './caps.js';
 export type Decision =
   /** Create these steps next, in the same branch (fan-out and item) as the finished one. */
   | { kind: 'goto'; to: string; error?: ErrorData }
-  | { kind: 'parallel'; branches: string[] }
+  /** `branches`: those whose condition held, in listed order; at most `concurrency` start at once. */
+  | { kind: 'parallel'; branches: string[]; concurrency?: number }
   | { kind: 'forEach'; items: unknown[]; step: string; concurrency: number }
   /** The chain ended: arrive at the enclosing fan-out's join, or end the workflow with `output`. */
   | { kind: 'arrive'; output: unknown }
@@ -19,8 +20,12 @@ export type Decision =
   | { kind: 'failWorkflow'; error: ErrorData }
   /** Another attempt of the same step after `delayMs`. */
   | { kind: 'retry'; delayMs: number }
-  /** Failed for good: fail the enclosing fan-out (or the workflow), unless it runs allSettled. */
-  | { kind: 'failBranch'; error: ErrorData };
+  /**
+   * Failed for good: fail the enclosing fan-out (or the workflow), unless it runs allSettled.
+   * `transition`: the step succeeded but what follows it could not be resolved (no branch
+   * matched, items not a list, a template error): its row is marked failed inside a fan-out.
+   */
+  | { kind: 'failBranch'; error: ErrorData; transition?: true };
 
 /** The exponential backoff before attempt `attempt + 1`; `random` in [0, 1). */
 export function backoffMs(policy: RetryPolicy, attempt: number, random: number): number {
@@ -47,7 +52,8 @@ export function resolveSuccess(flow: CompiledFlow, stepName: string, scope: Temp
         for (const c of t.cases) if (c.condition.evaluate(vars)) return { kind: 'goto', to: c.then };
         if (t.default !== undefined) return { kind: 'goto', to: t.default };
         return {
-          kind: 'failWorkflow',
+          kind: 'failBranch',
+          transition: true,
           error: {
             code: 'no_branch_matched',
             message: `no branch of step "${stepName}" matched its result and it has no default`,
@@ -56,13 +62,18 @@ export function resolveSuccess(flow: CompiledFlow, stepName: string, scope: Temp
           },
         };
       }
-      case 'parallel':
-        return { kind: 'parallel', branches: t.branches };
+      case 'parallel': {
+        const conditions = t.conditions;
+        const vars = scope as Record<string, unknown>;
+        const branches = conditions ? t.branches.filter((_, i) => conditions[i]?.evaluate(vars) ?? true) : t.branches;
+        return { kind: 'parallel', branches, ...(t.concurrency !== undefined ? { concurrency: t.concurrency } : {}) };
+      }
       case 'forEach': {
         const items = resolveTemplates(t.items, scope);
         if (!Array.isArray(items)) {
           return {
-            kind: 'failWorkflow',
+            kind: 'failBranch',
+            transition: true,
             error: { code: 'invalid_items', message: `forEach.items of step "${stepName}" is not an array`, step: stepName, details: { items } },
           };
         }
@@ -86,7 +97,7 @@ export function resolveSuccess(flow: CompiledFlow, stepName: string, scope: Temp
         return { kind: 'arrive', output: outputOf(step, scope) };
     }
   } catch (err) {
-    return { kind: 'failWorkflow', error: stepErrorData(err, stepName) };
+    return { kind: 'failBranch', transition: true, error: stepErrorData(err, stepName) };
   }
 }
 

@@ -22,10 +22,11 @@ import { templateRefs, type TemplateRef } from './templates.js';
 import { checkRegions } from './regions.js';
 import { subWorkflowShapeIssues } from './subWorkflow.js';
 import { compileSignalWait } from './signalWait.js';
+import { compileForkOptions, conditionSources, conditionStepRefs } from './forkPolicy.js';
 
 export type { FlowIssue } from './spec.js';
 
-const BASE_ROOTS = ['input', 'steps', 'workflow', 'item', 'index', 'results', 'error', 'result'];
+const BASE_ROOTS = ['input', 'steps', 'workflow', 'item', 'index', 'results', 'completed', 'error', 'result'];
 /** The seed's spellings of input, item and a step's result (templateExpression.ts reads them as those roots). */
 const SEED_ROOT_ALIASES = ['workflow_input', 'loop_item', 'step'];
 
@@ -62,9 +63,9 @@ function conditionBudgetProblem(spec: FlowSpec, caps: Readonly<Caps>): FlowIssue
   let cases = 0;
   let chars = 0;
   for (const step of Object.values(spec.steps)) {
-    for (const b of step.branch ?? []) {
+    for (const source of conditionSources(step)) {
       cases++;
-      chars += b.if.length;
+      chars += source.length;
     }
   }
   if (cases > caps.flowSteps) {
@@ -199,7 +200,6 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   refName(s.next, 'next');
   s.branch?.forEach((b, i) => refName(b.then, `branch[${i}].then`));
   refName(s.default, 'default');
-  s.parallel?.forEach((b, i) => refName(b, `parallel[${i}]`));
   refName(s.forEach?.step, 'forEach.step');
   refName(s.join, 'join');
   refName(s.onError, 'onError');
@@ -222,18 +222,12 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (s.mode !== undefined && !isFork) {
     issues.push({ path: `${at}.mode`, message: '"mode" only applies to a step with "parallel" or "forEach"' });
   }
-  if (s.parallel !== undefined && s.parallel.length === 0) {
-    issues.push({ path: `${at}.parallel`, message: 'parallel needs at least one branch' });
-  }
-  if (s.parallel && new Set(s.parallel).size !== s.parallel.length) {
-    issues.push({ path: `${at}.parallel`, message: 'a step is listed twice in parallel' });
-  }
   // A fan-out that starts or joins at itself would nest new instances of itself without end.
-  if (s.parallel?.includes(name)) issues.push({ path: `${at}.parallel`, message: `a fan-out cannot list itself ("${name}") as a branch` });
   if (s.forEach?.step === name) issues.push({ path: `${at}.forEach.step`, message: `a forEach cannot run itself ("${name}") for each item` });
   if (isFork && s.join === name) issues.push({ path: `${at}.join`, message: `a fan-out cannot join at itself ("${name}")` });
 
   const hasTool = typeof s.tool === 'string';
+  const fork = compileForkOptions(name, s, isFork, hasTool, ctx, issues);
   if (hasTool && (s.tool as string).includes('{{')) {
     issues.push({
       path: `${at}.tool`,
@@ -302,12 +296,12 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   let wait: CompiledStep['wait'];
   if (s.wait !== undefined) {
     if (typeof s.wait === 'object') wait = { until: s.wait.until };
-    else wait = { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
+    else wait = typeof s.wait === 'string' && s.wait.includes('{{') ? { duration: s.wait } : { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
   }
 
   // Templates and conditions.
-  const stepRefs = new Set<string>();
-  let usesItem = false;
+  const stepRefs = new Set<string>(fork.stepRefs);
+  let usesItem = fork.usesItem;
   const { itemRoots } = ctx;
   const checkRefs = (value: unknown, path: string, allowResult: boolean) => {
     let refs: TemplateRef[];
@@ -362,7 +356,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
     }
     checkRefs(items, 'forEach.items', hasTool);
   }
-  if (wait && 'until' in wait) checkRefs(wait.until, 'wait.until', false);
+  if (wait && !('ms' in wait)) checkRefs('until' in wait ? wait.until : wait.duration, 'until' in wait ? 'wait.until' : 'wait', false);
   if (signal?.key !== undefined) checkRefs(signal.key, 'signal.key', false);
   if (kind === 'workflow') checkRefs(s.workflow?.input ?? {}, 'workflow.input', false);
   if (approval?.message !== undefined) checkRefs(approval.message, 'approval.message', false);
@@ -388,7 +382,8 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (s.next !== undefined) transition = { kind: 'next', to: s.next };
   else if (s.branch !== undefined) transition = { kind: 'branch', cases, ...(s.default !== undefined ? { default: s.default } : {}) };
   else if (s.parallel !== undefined) {
-    transition = { kind: 'parallel', branches: s.parallel, mode: s.mode ?? 'failFast', ...(s.join !== undefined ? { join: s.join } : {}) };
+    const { branches = [], conditions, policy, concurrency } = fork;
+    transition = { kind: 'parallel', branches, mode: s.mode ?? 'failFast', policy, ...(conditions ? { conditions } : {}), ...(concurrency ? { concurrency } : {}), ...(s.join !== undefined ? { join: s.join } : {}) };
   } else if (s.forEach !== undefined) {
     transition = {
       kind: 'forEach',
@@ -396,6 +391,7 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
       step: s.forEach.step,
       concurrency: s.forEach.concurrency ?? DEFAULT_FOREACH_CONCURRENCY,
       mode: s.mode ?? 'failFast',
+      policy: fork.policy,
       ...(s.forEach.as !== undefined ? { as: s.forEach.as } : {}),
       ...(s.join !== undefined ? { join: s.join } : {}),
     };
@@ -425,14 +421,4 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   if (kind === 'workflow' && s.workflow) step.workflow = { name: s.workflow.name, version: s.workflow.version ?? null, input: s.workflow.input ?? {} };
   if (s.output !== undefined) step.output = s.output;
   return step;
-}
-
-/** `steps.NAME` and `steps["NAME"]` mentioned in a condition. */
-function conditionStepRefs(source: string): string[] {
-  const out: string[] = [];
-  for (const m of source.matchAll(/\bsteps\s*(?:\.\s*([A-Za-z_][\w-]*)|\[\s*["']([^"']+)["']\s*\])/g)) {
-    const name = m[1] ?? m[2];
-    if (name) out.push(name);
-  }
-  return out;
 }

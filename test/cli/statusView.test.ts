@@ -110,6 +110,19 @@ describe('status tree', () => {
     expect(view.steps[2]).toMatchObject({ kind: 'tool', maxAttempts: 3, fanoutId: '10', itemIndex: 1, durationMs: 1_500 });
   });
 
+  it('shows a non-retryable failure without an attempt count that promises more attempts', () => {
+    nextId = 10;
+    const rows = [
+      step({ name: 'summarize', tool: 'core.echo', status: 'failed', started_at: at(0), completed_at: at(20), error: { code: 'bad_args', message: 'no', retryable: false } }),
+    ];
+    const view = buildStatusView(workflow(), rows, at(1_000));
+    const line = renderStatus(view, at(1_000)).find((l) => l.includes('summarize'))!;
+    expect(line).toMatch(/failed 20ms  not retryable$/);
+    expect(line).not.toMatch(/attempt 1\/3/);
+    const later = step({ name: 'summarize', tool: 'core.echo', status: 'failed', attempt: 2, started_at: at(0), completed_at: at(20), error: { code: 'rejected', message: 'no', retryable: false } });
+    expect(renderStatus(buildStatusView(workflow(), [later], at(1_000)), at(1_000)).find((l) => l.includes('summarize'))).toMatch(/attempt 2, not retryable$/);
+  });
+
   it('shows a failed workflow with its error and the issues of an invalid flow', () => {
     const view = buildStatusView(
       workflow({

@@ -122,14 +122,14 @@ describe('the caps at run time', () => {
   it('a forEach over more items than caps.forEachItems fails with cap_exceeded naming the cap', () => {
     const flow = compiled(forEachFlow({}), { ...DEFAULT_CAPS, forEachItems: 3 });
     const d = resolveSuccess(flow, 'each', scope({ input: { items: [1, 2, 3, 4] }, result: null }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'cap_exceeded', step: 'each', details: { cap: 'forEachItems', limit: 3, actual: 4 } } });
+    expect(d).toMatchObject({ kind: 'failBranch', error: { code: 'cap_exceeded', step: 'each', details: { cap: 'forEachItems', limit: 3, actual: 4 } } });
     expect(resolveSuccess(flow, 'each', scope({ input: { items: [1, 2, 3] }, result: null }))).toMatchObject({ kind: 'forEach' });
   });
 
   it('an output above caps.outputBytes fails the workflow with cap_exceeded', () => {
     const flow = compiled({ start: 'a', steps: { a: noop({ done: true, output: '{{result}}' }) } }, { ...DEFAULT_CAPS, outputBytes: 100 });
     const d = resolveSuccess(flow, 'a', scope({ input: {}, result: { blob: 'x'.repeat(200) } }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'cap_exceeded', details: { cap: 'outputBytes' } } });
+    expect(d).toMatchObject({ kind: 'failBranch', error: { code: 'cap_exceeded', details: { cap: 'outputBytes' } } });
     expect(resolveSuccess(flow, 'a', scope({ input: {}, result: { ok: 1 } }))).toEqual({ kind: 'complete', output: { ok: 1 } });
   });
 });

@@ -21,14 +21,14 @@ describe('a template naming a step with no result', () => {
     );
   });
 
-  it('says the step has not completed on this path when it did not fail', () => {
+  it('says no attempt of the step has completed in the workflow yet when it did not fail', () => {
     let err: unknown;
     try {
       resolveTemplates('{{steps.later.result}}', scopeWith({}, ['elicit']));
     } catch (e) {
       err = e;
     }
-    expect((err as Error).message).toBe('template "{{steps.later.result}}": step "later" has no result here: it has not completed on this path');
+    expect((err as Error).message).toBe('template "{{steps.later.result}}": step "later" has no result: no attempt of it has completed in this workflow yet');
     expect(err).toMatchObject({ code: 'template_error', retryable: false });
   });
 

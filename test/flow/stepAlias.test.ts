@@ -15,7 +15,7 @@ describe('{{step.NAME.path}}, the seed 000 alias of {{steps.NAME.result.path}}',
 
   it('says which part is missing, and validation checks the step exists', () => {
     expect(() => resolveTemplates('{{step.search.nope}}', scope)).toThrow('"nope" does not exist');
-    expect(() => resolveTemplates('{{step.other.x}}', scope)).toThrow('step "other" has no result here');
+    expect(() => resolveTemplates('{{step.other.x}}', scope)).toThrow('step "other" has no result: no attempt of it has completed');
     const flow = (args: unknown) => ({ start: 'a', steps: { a: { tool: 'core.echo', next: 'b' }, b: { tool: 'core.echo', args } } });
     expect(validateFlow(flow({ x: '{{step.a.value}}' }))).toEqual([]);
     expect(validateFlow(flow({ x: '{{step.zz.value}}' }))).toEqual([{ path: 'steps.b.args', message: 'template refers to step "zz", which does not exist' }]);

@@ -50,16 +50,16 @@ describe('resolveSuccess: what follows a successful step', () => {
     expect(resolveSuccess(f, 'b', scope({ result: { n: 0 } }))).toEqual({ kind: 'goto', to: 'zero' });
   });
 
-  it('fails the workflow with no_branch_matched when nothing matches and there is no default', () => {
+  it('fails the branch (the workflow, at the top level) with no_branch_matched when nothing matches and there is no default', () => {
     expect(resolveSuccess(f, 'big', scope({ result: { ok: false } }))).toEqual({
-      kind: 'failWorkflow',
+      kind: 'failBranch', transition: true,
       error: { code: 'no_branch_matched', message: expect.stringContaining('"big"'), step: 'big', details: { result: { ok: false } } },
     });
   });
 
   it('fails the workflow when a condition cannot be evaluated against the result', () => {
     const d = resolveSuccess(f, 'b', scope({ result: 'not an object' }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'condition_error', step: 'b' } });
+    expect(d).toMatchObject({ kind: 'failBranch', transition: true, error: { code: 'condition_error', step: 'b' } });
   });
 
   it('fans out to every parallel branch', () => {
@@ -72,12 +72,12 @@ describe('resolveSuccess: what follows a successful step', () => {
 
   it('fails the workflow with invalid_items when forEach items are not an array', () => {
     const d = resolveSuccess(f, 'each', scope({ input: { xs: 'nope' }, result: null }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'invalid_items', step: 'each', details: { items: 'nope' } } });
+    expect(d).toMatchObject({ kind: 'failBranch', transition: true, error: { code: 'invalid_items', step: 'each', details: { items: 'nope' } } });
   });
 
   it('fails the workflow with template_error when forEach items name a missing path', () => {
     const d = resolveSuccess(f, 'each', scope({ input: {}, result: null }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'template_error', step: 'each' } });
+    expect(d).toMatchObject({ kind: 'failBranch', transition: true, error: { code: 'template_error', step: 'each' } });
   });
 
   it('completes the workflow with the resolved output template', () => {
@@ -103,7 +103,7 @@ describe('resolveSuccess: what follows a successful step', () => {
 
   it('fails the workflow with template_error when an output template names a missing value', () => {
     const d = resolveSuccess(f, 'zero', scope({ result: 'own', steps: {} }));
-    expect(d).toMatchObject({ kind: 'failWorkflow', error: { code: 'template_error', step: 'zero' } });
+    expect(d).toMatchObject({ kind: 'failBranch', transition: true, error: { code: 'template_error', step: 'zero' } });
   });
 
   it('resolves a seed-form join marker as arriving', () => {

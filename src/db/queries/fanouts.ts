@@ -99,6 +99,8 @@ export interface FanoutOutcome {
   error: ErrorData | null;
   /** For a fork row: how many items it stored (see ForkRow). */
   item_count: number | null;
+  /** Its own fan-out has not settled (a branch still live when an enclosing fork joined early). */
+  fanout_open: boolean;
 }
 
 /**
@@ -119,7 +121,7 @@ export async function getFanoutOutcomeTree(db: Queryable, forkId: string, descen
                       SELECT DISTINCT ON (item_index) id, name, fanout_id, item_index, status FROM workflow_steps
                        WHERE fanout_id = p.id ORDER BY item_index, id DESC) c
               WHERE p.status = 'done' AND p.name = ANY($2::text[]) AND NOT (p.id = ANY($3::bigint[])))
-           SELECT o.id, o.name, o.fanout_id, o.item_index, o.status, s.error,
+           SELECT o.id, o.name, o.fanout_id, o.item_index, o.status, s.error, s.fanout_open,
                   CASE WHEN o.status = 'done' AND o.name = ANY($2::text[]) THEN NULL ELSE s.result END AS result,
                   CASE WHEN o.name = ANY($2::text[]) AND jsonb_typeof(s.result -> 'items') = 'array'
                        THEN jsonb_array_length(s.result -> 'items') END AS item_count
