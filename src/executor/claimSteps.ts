@@ -49,6 +49,7 @@ import type { LimitPolicy } from '../tools/limits.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
+import { claimGated, gatedDue } from './claimGated.js';
 
 /**
  * After a role-fair claim found ready steps of one role only, the next waits this long: a
@@ -69,10 +70,12 @@ export interface FairClaimState {
   roleCursor: string;
   /** No role-fair claim before this (Date.now()): the last one saw one role only. */
   rolesNotBefore: number;
+  /** No capacity claim (claimGated.ts) before this (Date.now()). */
+  gatedNotBefore: number;
 }
 
 export function newFairClaimState(): FairClaimState {
-  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0 };
+  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0, gatedNotBefore: 0 };
 }
 
 export interface ClaimDeps {
@@ -100,6 +103,8 @@ export interface Claim {
    * prefetched earlier, so a new workflow's step never waits behind a big fan-out's.
    */
   fair: boolean;
+  /** Gated steps wait for a key or a token: claim again in this many ms (claimGated.ts). */
+  retryInMs?: number;
 }
 
 /** Who claims, for how long, and whether the claim statement announces step.started (events on). */
@@ -137,13 +142,20 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const fair = (deps.fairness.next || rolesDue(deps.fairness)) && !toollessOnly;
   let rows: ClaimedStep[];
   let moreReady: boolean;
+  let retryInMs: number | undefined;
   const cancelledRunning: string[] = [];
   try {
     if (toollessOnly) {
       rows = await claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free });
       moreReady = rows.length >= free;
     } else {
-      ({ rows, moreReady } = limited ? await claimWithinLimits(deps, free, leaseMs, { isolate: false }) : await claimFast(deps, free, leaseMs));
+      // Steps under keys and rates first (they were passed over by the hot claims), then the others.
+      const gated = gatedDue(deps.fairness.gatedNotBefore) ? await claimGated(deps, free, claimBy(deps, leaseMs)) : undefined;
+      const left = free - (gated?.rows.length ?? 0);
+      if (left > 0) ({ rows, moreReady } = limited ? await claimWithinLimits(deps, left, leaseMs, { isolate: false }) : await claimFast(deps, left, leaseMs));
+      else ({ rows, moreReady } = { rows: [], moreReady: true });
+      if (gated) rows = [...gated.rows, ...rows];
+      if (gated?.retryInMs !== undefined) retryInMs = gated.retryInMs;
       // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
       if (rows.length >= free) deps.fairness.rolesNext = true;
     }
@@ -164,7 +176,7 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   }
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
   deps.metrics?.claimed((performance.now() - startedAt) / 1000, rows.length);
-  return { rows, moreReady, cancelledRunning, fair };
+  return { rows, moreReady, cancelledRunning, fair, ...(retryInMs !== undefined ? { retryInMs } : {}) };
 }
 
 /**

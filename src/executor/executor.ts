@@ -11,6 +11,7 @@ import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { writeSizeCaps } from '../db/queries/sizeCaps.js';
+import { writePriorityCaps } from '../db/queries/capacity.js';
 import { StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
 import { Listener } from './listener.js';
@@ -200,6 +201,7 @@ export class Executor {
     this.started = true;
     // The database refuses clients' over-cap inputs, results and flows by these (sql/0021).
     await writeSizeCaps(this.pool, this.cache.compiler.caps, this.opts.executorId);
+    await writePriorityCaps(this.pool, this.deps.clients, this.opts.executorId);
     await this.listener.start();
     try {
       await this.heartbeat.start();
@@ -345,6 +347,7 @@ export class Executor {
     const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
+    if (claim.retryInMs !== undefined) this.wakeIn(claim.retryInMs);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row, claim.fair);
     return claim.rows.length;

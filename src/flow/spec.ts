@@ -144,6 +144,8 @@ export const stepSpec = z
     retry: retrySpec.optional(),
     timeout: duration.optional(),
     onError: stepName.optional(),
+    /** `{ key, limit }` on a tool step, a number on a fork step (flow/capacity.ts checks which). */
+    concurrency: z.unknown().optional(),
   })
   .strict();
 
@@ -155,6 +157,8 @@ export const flowSpec = z
     maxSteps: z.number().int().min(1).max(1_000_000).optional(),
     /** JSON Schema of the workflow input, checked at admission (`invalid_input`). */
     inputSchema: jsonSchemaSpec.optional(),
+    /** `{ key, limit }`: at most `limit` workflows of one key value at once (flow/capacity.ts). */
+    concurrency: z.unknown().optional(),
     steps: z.record(stepName, stepSpec),
   })
   .strict();

@@ -18,6 +18,8 @@ export interface ExecutorMetrics {
   stepEnded(tool: string | null, seconds: number, result: StepResultLabel | undefined): void;
   /** The watchdog rescued running steps: of executors that stopped heartbeating, or whose lease ran out. */
   rescued(reason: 'executor_dead' | 'lease_expired', count: number): void;
+  /** A capacity claim left steps ready: this many for a full key, this many for a rate token (claimGated.ts). */
+  capacityWaits?(keyBlocked: number, throttled: number): void;
 }
 
 export const NO_METRICS: ExecutorMetrics = Object.freeze({

@@ -10,6 +10,7 @@ import { WORKFLOW_STATUSES } from '../db/queries/metrics.js';
 import type { ExecutorMetrics, StepResultLabel } from './executorMetrics.js';
 import { DatabaseGauges, type DatabaseGaugesOptions } from './databaseGauges.js';
 import { ToolLabels } from './toolLabels.js';
+import { CapacityMetrics } from './capacityMetrics.js';
 
 /** Seconds: 5 ms … 10 min, for step durations (tools range from instant to long HTTP or MCP calls). */
 const STEP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -42,6 +43,7 @@ export class PromMetrics implements ExecutorMetrics {
   private readonly readySteps: Gauge;
   private readonly oldestReady: Gauge;
   private readonly databaseUp: Gauge;
+  private readonly capacity: CapacityMetrics;
 
   constructor(opts: PromMetricsOptions = {}) {
     const registers = [this.registry];
@@ -60,6 +62,7 @@ export class PromMetrics implements ExecutorMetrics {
     this.readySteps = new Gauge({ name: 'stepd_ready_steps', help: 'Steps ready to be claimed now, read from the database at scrape time (stops at its cap).', registers: this.database ? registers : [] });
     this.oldestReady = new Gauge({ name: 'stepd_oldest_ready_step_age_seconds', help: 'How long the oldest step ready now has waited to be claimed (0: none waits).', registers: this.database ? registers : [] });
     this.databaseUp = new Gauge({ name: 'stepd_metrics_database_up', help: '1 when this scrape read the database gauges in time, 0 when it did not (they then keep their last values).', registers: this.database ? registers : [] });
+    this.capacity = new CapacityMetrics(registers, this.database !== undefined);
     for (const reason of ['executor_dead', 'lease_expired']) this.rescues.inc({ reason }, 0);
     if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
@@ -91,6 +94,10 @@ export class PromMetrics implements ExecutorMetrics {
     if (count > 0) this.rescues.inc({ reason }, count);
   }
 
+  capacityWaits(keyBlocked: number, throttled: number): void {
+    this.capacity.waited(keyBlocked, throttled);
+  }
+
   /** Reads the database gauges (time-boxed) and renders every metric in the Prometheus text format. */
   async render(): Promise<string> {
     if (this.database) {
@@ -100,6 +107,7 @@ export class PromMetrics implements ExecutorMetrics {
         for (const status of WORKFLOW_STATUSES) this.workflows.set({ status }, gauges.workflows[status]);
         this.readySteps.set(gauges.readySteps);
         this.oldestReady.set(gauges.oldestReadySeconds);
+        if (gauges.capacity) this.capacity.set(gauges.capacity);
       }
     }
     return this.registry.metrics();

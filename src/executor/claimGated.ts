@@ -1,0 +1,76 @@
+/**
+ * The capacity claim: ready steps under a concurrency key or a rate (gated, sql/0028), which the
+ * hot claims leave alone. One transaction: lock the most urgent, oldest gated candidates (a
+ * window several times the free slots, so one full key never hides the steps of others), ask
+ * the database which may start (capacity_verdicts: keys counted and tokens taken under the
+ * claim-limits lock, exact across executors and workers), and claim those. The others stay
+ * ready: no slot, no attempt, nothing written. Configured limits (limits.concurrency, tools,
+ * users) apply as in a limited claim.
+ *
+ * When it runs: at most every GATED_IDLE_MS while no gated step waits (one probe of an empty
+ * partial index); while some wait, again when the next token comes or every KEY_RECHECK_MS for
+ * a full key (a key frees when a step ends anywhere).
+ */
+import { withTransaction } from '../db/connect.js';
+import { capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../db/queries/capacity.js';
+import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../db/queries.js';
+import { toolPatternToLike } from '../tools/permissions.js';
+import type { ClaimDeps } from './claimSteps.js';
+
+/** With no gated step waiting, the capacity claim looks again after this long. */
+export const GATED_IDLE_MS = 250;
+/** While steps wait for a full key, it looks again this often. */
+export const KEY_RECHECK_MS = 100;
+/** Candidates looked at per free slot (bounded by MAX_WINDOW). */
+const WINDOW_PER_SLOT = 8;
+const MAX_WINDOW = 500;
+
+export interface GatedClaim {
+  rows: ClaimedStep[];
+  /** Steps that waited for a full key, and for a token, in this claim. */
+  keyBlocked: number;
+  throttled: number;
+  /** When to look again (ms), if steps still wait. */
+  retryInMs?: number;
+}
+
+/** Whether the capacity claim is due (FairClaimState.gatedNotBefore). */
+export function gatedDue(notBefore: number): boolean {
+  return Date.now() >= notBefore;
+}
+
+export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Promise<GatedClaim> {
+  const limits = deps.limits && !deps.limits.unlimited ? deps.limits : undefined;
+  const claim = await withTransaction(
+    deps.pool,
+    async (client): Promise<GatedClaim & { seen: number }> => {
+      let skip = { skipToolsLike: [] as string[], skipUsers: [] as string[] };
+      const tally = limits?.tally();
+      if (tally) {
+        await lockClaimLimits(client, deps.schema);
+        for (const r of await countRunningToolSteps(client)) tally.add(r.tool, r.created_by, r.n);
+        const saturated = tally.saturated();
+        skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
+      }
+      const candidates = await lockGatedCandidates(client, { limit: Math.min(MAX_WINDOW, free * WINDOW_PER_SLOT), ...skip });
+      if (candidates.length === 0) return { rows: [], keyBlocked: 0, throttled: 0, seen: 0 };
+      const allowed = tally ? candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null) : candidates;
+      const verdicts = await capacityVerdicts(client, allowed.map((c) => c.id), free);
+      const ok = verdicts.filter((v) => v.verdict === 'ok');
+      const rows = ok.length > 0 ? await claimGatedSteps(client, { ...by, ids: ok.map((v) => v.step_id), startedAt: ok[0]!.at }) : [];
+      const waits = verdicts.filter((v) => v.verdict === 'rate').map((v) => v.wait_ms ?? KEY_RECHECK_MS);
+      const keyBlocked = verdicts.filter((v) => v.verdict === 'key').length;
+      const retryInMs = waits.length > 0 ? Math.min(...waits, keyBlocked > 0 ? KEY_RECHECK_MS : Infinity) : keyBlocked > 0 || allowed.length < candidates.length ? KEY_RECHECK_MS : undefined;
+      return { rows, keyBlocked, throttled: waits.length, seen: candidates.length, ...(retryInMs !== undefined ? { retryInMs } : {}) };
+    },
+    { preferIndexScans: true },
+  );
+  // Nothing waits: look again after a while. All free slots filled: again at the next claim.
+  const fair = deps.fairness;
+  if (claim.seen === 0) fair.gatedNotBefore = Date.now() + GATED_IDLE_MS;
+  else if (claim.rows.length >= free) fair.gatedNotBefore = 0;
+  else fair.gatedNotBefore = Date.now() + (claim.retryInMs ?? 0);
+  deps.metrics?.capacityWaits?.(claim.keyBlocked, claim.throttled);
+  const { seen: _seen, ...out } = claim;
+  return out;
+}
