@@ -17,7 +17,8 @@
 --                    key (key_held, taken when its first gated step starts, given back when the
 --                    workflow ends: only running workflows count).
 --   rates            workflow_steps.rate_keys: the token buckets a step takes one token from, each
---                    written 'PER_SECOND|BURST|NAME'; rate_buckets holds each bucket's tokens.
+--                    written 'COUNT|PERIOD_MS|BURST|NAME' (COUNT per PERIOD_MS, BURST at a time);
+--                    rate_buckets holds each bucket's tokens and when it was last taken from.
 --   the hot path     the ready index is unchanged; the priority and gated indexes are partial
 --                    and hold only rows that use the knobs, so a deployment that uses none
 --                    pays one empty index probe per claim.
@@ -78,7 +79,7 @@ BEGIN
         RETURN NEW;
       END IF;
       SELECT c.max_priority INTO cap FROM @schema@.priority_caps c WHERE c.role = session_user::pg_catalog.text;
-      NEW.priority := pg_catalog.least(NEW.priority, coalesce(cap, 0));
+      NEW.priority := least(NEW.priority, coalesce(cap, 0));
       RETURN NEW;
     END;
     $body$;
@@ -101,11 +102,14 @@ BEGIN
       full_keys pg_catalog.jsonb := '{}';
       admitted pg_catalog.int4 := 0;
       r pg_catalog.text;
-      per_s pg_catalog.float8;
-      burst pg_catalog.float8;
+      cnt pg_catalog.numeric;
+      period_ms pg_catalog.numeric;
+      burst pg_catalog.numeric;
+      win pg_catalog.numeric;
+      blocked_buckets pg_catalog.jsonb := '{}';
       bname pg_catalog.text;
       b record;
-      have pg_catalog.float8;
+      have pg_catalog.numeric;
       short pg_catalog.int4;
       fits pg_catalog.bool;
       buckets pg_catalog.jsonb;
@@ -148,31 +152,42 @@ BEGIN
             CONTINUE;
           END IF;
         END IF;
-        -- The rates: a token from every bucket, or none is taken.
+        -- The rates: a token from every bucket, or none is taken. A bucket gets `burst` tokens in
+        -- each window of period * burst / count, windows aligned on the epoch; tokens a window
+        -- leaves unused are not carried over. So no aligned period starts more than `count` steps
+        -- (when burst divides count), and a claim late within its window loses nothing.
         fits := true;
         short := 0;
         buckets := '{}';
         FOREACH r IN ARRAY coalesce(c.rate_keys, '{}'::pg_catalog.text[]) LOOP
-          per_s := pg_catalog.split_part(r, '|', 1)::pg_catalog.float8;
-          burst := pg_catalog.split_part(r, '|', 2)::pg_catalog.float8;
-          bname := pg_catalog.substr(r, pg_catalog.length(pg_catalog.split_part(r, '|', 1)) + pg_catalog.length(pg_catalog.split_part(r, '|', 2)) + 3);
-          INSERT INTO @schema@.rate_buckets AS rb (name, tokens, refilled_at) VALUES (bname, burst, t)
-            ON CONFLICT (name) DO NOTHING;
-          SELECT rb.tokens, rb.refilled_at INTO b FROM @schema@.rate_buckets rb WHERE rb.name = bname FOR UPDATE;
-          have := pg_catalog.least(burst, b.tokens + per_s * pg_catalog.greatest(0, extract(epoch FROM t - b.refilled_at)::pg_catalog.float8));
+          cnt := pg_catalog.split_part(r, '|', 1)::pg_catalog.numeric;
+          period_ms := pg_catalog.split_part(r, '|', 2)::pg_catalog.numeric;
+          burst := pg_catalog.split_part(r, '|', 3)::pg_catalog.numeric;
+          bname := pg_catalog.substr(r, pg_catalog.length(pg_catalog.split_part(r, '|', 1)) + pg_catalog.length(pg_catalog.split_part(r, '|', 2))
+                                        + pg_catalog.length(pg_catalog.split_part(r, '|', 3)) + 4);
+          win := pg_catalog.floor(extract(epoch FROM t) * 1000 * cnt / (period_ms * burst));
+          IF blocked_buckets ? bname THEN
+            have := 0;
+          ELSE
+            INSERT INTO @schema@.rate_buckets AS rb (name, tokens, refilled_at) VALUES (bname, burst, t)
+              ON CONFLICT (name) DO NOTHING;
+            SELECT rb.tokens, rb.refilled_at INTO b FROM @schema@.rate_buckets rb WHERE rb.name = bname FOR UPDATE;
+            have := CASE WHEN pg_catalog.floor(extract(epoch FROM b.refilled_at) * 1000 * cnt / (period_ms * burst)) < win THEN burst ELSE b.tokens END;
+          END IF;
           IF have < 1 THEN
             fits := false;
-            short := pg_catalog.greatest(short, pg_catalog.ceil((1 - have) / per_s * 1000)::pg_catalog.int4);
+            blocked_buckets := blocked_buckets || pg_catalog.jsonb_build_object(bname, true);
+            short := greatest(short, pg_catalog.ceil((win + 1) * period_ms * burst / cnt - extract(epoch FROM t) * 1000)::pg_catalog.int4);
           END IF;
           buckets := buckets || pg_catalog.jsonb_build_object(bname, have);
         END LOOP;
         IF NOT fits THEN
-          step_id := c.id; verdict := 'rate'; wait_ms := pg_catalog.greatest(short, 1); at := t;
+          step_id := c.id; verdict := 'rate'; wait_ms := greatest(short, 1); at := t;
           RETURN NEXT;
           CONTINUE;
         END IF;
         FOR bname IN SELECT pg_catalog.jsonb_object_keys(buckets) LOOP
-          UPDATE @schema@.rate_buckets rb SET tokens = (buckets ->> bname)::pg_catalog.float8 - 1, refilled_at = pg_catalog.greatest(rb.refilled_at, t)
+          UPDATE @schema@.rate_buckets rb SET tokens = (buckets ->> bname)::pg_catalog.float8 - 1, refilled_at = t
            WHERE rb.name = bname;
         END LOOP;
         IF c.wkey IS NOT NULL AND NOT c.key_held AND NOT held_now ? c.wid::pg_catalog.text THEN

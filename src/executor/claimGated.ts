@@ -34,9 +34,12 @@ export interface GatedClaim {
   retryInMs?: number;
 }
 
+/** Timers fire a little early or late: a claim this close to its time is due (a token is not missed by a poll). */
+const DUE_SLACK_MS = 5;
+
 /** Whether the capacity claim is due (FairClaimState.gatedNotBefore). */
 export function gatedDue(notBefore: number): boolean {
-  return Date.now() >= notBefore;
+  return Date.now() + DUE_SLACK_MS >= notBefore;
 }
 
 export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Promise<GatedClaim> {

@@ -7,17 +7,18 @@
 import { z } from 'zod';
 import { matchesToolPattern } from './permissions.js';
 
-const RATE_TEXT = /^\s*(\d+(?:\.\d+)?)\s*\/\s*(\d*)\s*(ms|s|m|h)\s*$/;
+const RATE_TEXT = /^\s*(\d+)\s*\/\s*(\d*)\s*(ms|s|m|h)\s*$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
-/** `"60/m"`: 60 tokens a minute. Also `"5/10s"`. Returns tokens per second, or an error message. */
-export function parseRate(text: string): { perSecond: number } | { error: string } {
+/** `"60/m"`: 60 tokens a minute. Also `"5/10s"`. Returns the count per period, or an error message. */
+export function parseRate(text: string): { count: number; periodMs: number } | { error: string } {
   const m = RATE_TEXT.exec(text);
-  if (!m) return { error: `rate "${text}" must look like "50/s", "60/m", "1000/h" or "5/10s"` };
+  if (!m) return { error: `rate "${text}" must look like "50/s", "60/m", "1000/h" or "5/10s" (a whole number of steps per period)` };
   const count = Number(m[1]);
   const periodMs = (m[2] === '' ? 1 : Number(m[2])) * UNIT_MS[m[3]!]!;
-  if (!(count > 0) || !(periodMs > 0)) return { error: `rate "${text}" must be more than zero per period` };
-  return { perSecond: (count * 1000) / periodMs };
+  if (!Number.isInteger(count) || count < 1 || count > 1_000_000) return { error: `rate "${text}" must allow a whole number of steps from 1 to 1000000 per period` };
+  if (!Number.isInteger(periodMs) || periodMs < 1) return { error: `rate "${text}" must have a period of at least 1 ms` };
+  return { count, periodMs };
 }
 
 const rateText = z.string().superRefine((v, ctx) => {
@@ -31,7 +32,10 @@ export const rateSpecSchema = z.union([
   z.strictObject({
     rate: rateText,
     per: z.enum(['user', 'key']).optional(),
-    /** Tokens a bucket holds at most (a burst); default 1: starts spread evenly over the period. */
+    /**
+     * Steps that may start together (default 1: spread evenly, one per period / count). The period
+     * is cut into windows of `burst` tokens each; a window's unused tokens are not carried over.
+     */
     burst: z.number().int().min(1).max(1_000_000).optional(),
   }),
 ]);
@@ -40,7 +44,8 @@ export type RateSpec = z.infer<typeof rateSpecSchema>;
 
 interface Rate {
   pattern: string;
-  perSecond: number;
+  count: number;
+  periodMs: number;
   burst: number;
   per: 'user' | 'key' | undefined;
 }
@@ -48,7 +53,7 @@ interface Rate {
 export interface RatePolicy {
   /** Whether any rate is configured. */
   readonly any: boolean;
-  /** The buckets a step calling `tool` as `user` under key `key` takes a token from ('PER_SECOND|BURST|NAME'). */
+  /** The buckets a step calling `tool` as `user` under key `key` takes a token from ('COUNT|PERIOD_MS|BURST|NAME'). */
   bucketsFor(tool: string, user: string | null, key: string | undefined): string[];
 }
 
@@ -62,8 +67,9 @@ export function ratePolicy(rates: Record<string, RateSpec> | undefined): RatePol
     if ('error' in parsed) throw new Error(parsed.error);
     return {
       pattern,
-      perSecond: parsed.perSecond,
-      burst: typeof spec === 'string' ? 1 : (spec.burst ?? 1),
+      count: parsed.count,
+      periodMs: parsed.periodMs,
+      burst: Math.min(parsed.count, typeof spec === 'string' ? 1 : (spec.burst ?? 1)),
       per: typeof spec === 'string' ? undefined : spec.per,
     };
   });
@@ -74,7 +80,7 @@ export function ratePolicy(rates: Record<string, RateSpec> | undefined): RatePol
       for (const r of list) {
         if (!matchesToolPattern(r.pattern, tool)) continue;
         const name = r.per === 'user' ? `${r.pattern}${SEP}user${SEP}${user ?? ''}` : r.per === 'key' ? `${r.pattern}${SEP}key${SEP}${key ?? ''}` : r.pattern;
-        out.push(`${r.perSecond}|${r.burst}|${name}`);
+        out.push(`${r.count}|${r.periodMs}|${r.burst}|${name}`);
       }
       return out;
     },

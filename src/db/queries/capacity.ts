@@ -131,7 +131,7 @@ export async function readCapacityGauges(db: Queryable, cap: number, top = 20): 
            SELECT kind, CASE WHEN k <= $2 THEN label ELSE '' END AS label, sum(n)::int AS n FROM ranked
             GROUP BY kind, CASE WHEN k <= $2 THEN label ELSE '' END
            UNION ALL
-           SELECT 'rate', split_part(substr(r, length(split_part(r, '|', 1)) + length(split_part(r, '|', 2)) + 3), chr(31), 1), count(*)::int
+           SELECT 'rate', split_part(substr(r, length(split_part(r, '|', 1)) + length(split_part(r, '|', 2)) + length(split_part(r, '|', 3)) + 4), chr(31), 1), count(*)::int
              FROM judged CROSS JOIN LATERAL unnest(judged.rate_keys) AS r
             WHERE judged.blocked_by IS NULL
             GROUP BY 2`,

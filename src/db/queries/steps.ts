@@ -42,7 +42,7 @@ export interface NewStep {
 export interface StepCapacity {
   concurrencyKey?: string;
   concurrencyLimit?: number;
-  /** Token buckets, each 'PER_SECOND|BURST|NAME'. */
+  /** Token buckets, each 'COUNT|PERIOD_MS|BURST|NAME'. */
   rateKeys?: string[];
 }
 
