@@ -204,12 +204,51 @@ BEGIN
     END;
     $body$;
 
+    -- Keys, holds, priorities and gates are the executor's: a role with more than the client's
+    -- column grants (a DBA's over-grant) is refused them as the guards refuse other columns.
+    CREATE FUNCTION @schema@.stepd_guard_capacity() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
+    BEGIN
+      IF TG_OP = 'INSERT' THEN
+        RAISE EXCEPTION 'stepd: a new workflow may not set concurrency_key, concurrency_limit or key_held; the executor sets them from the flow''s "concurrency"'
+          USING ERRCODE = 'check_violation';
+      END IF;
+      IF TG_TABLE_NAME = 'workflows' THEN
+        RAISE EXCEPTION 'stepd: the priority and concurrency key of workflow % are set at insert and by the executor; they cannot be changed', OLD.id
+          USING ERRCODE = 'check_violation', HINT = 'Start a new workflow with the priority you need (capped by clients.ROLE.maxPriority).';
+      END IF;
+      RAISE EXCEPTION 'stepd: the priority, keys and rates of step % are the executor''s; they cannot be changed', OLD.id
+        USING ERRCODE = 'check_violation';
+    END;
+    $body$;
+
+    CREATE TRIGGER workflows_guard_capacity_insert
+      BEFORE INSERT ON @schema@.workflows
+      FOR EACH ROW WHEN ((NEW.concurrency_key IS NOT NULL OR NEW.concurrency_limit IS NOT NULL OR NEW.key_held)
+                         AND NOT @schema@.stepd_is_executor())
+      EXECUTE FUNCTION @schema@.stepd_guard_capacity();
+
+    CREATE TRIGGER workflows_guard_capacity
+      BEFORE UPDATE ON @schema@.workflows
+      FOR EACH ROW WHEN ((NEW.priority IS DISTINCT FROM OLD.priority OR NEW.concurrency_key IS DISTINCT FROM OLD.concurrency_key
+                          OR NEW.concurrency_limit IS DISTINCT FROM OLD.concurrency_limit OR NEW.key_held IS DISTINCT FROM OLD.key_held)
+                         AND NOT @schema@.stepd_is_executor())
+      EXECUTE FUNCTION @schema@.stepd_guard_capacity();
+
+    CREATE TRIGGER workflow_steps_guard_capacity
+      BEFORE UPDATE ON @schema@.workflow_steps
+      FOR EACH ROW WHEN ((NEW.priority IS DISTINCT FROM OLD.priority OR NEW.gated IS DISTINCT FROM OLD.gated
+                          OR NEW.concurrency_key IS DISTINCT FROM OLD.concurrency_key OR NEW.concurrency_limit IS DISTINCT FROM OLD.concurrency_limit
+                          OR NEW.rate_keys IS DISTINCT FROM OLD.rate_keys)
+                         AND NOT @schema@.stepd_is_executor())
+      EXECUTE FUNCTION @schema@.stepd_guard_capacity();
+
     CREATE TRIGGER workflows_cap_priority
       BEFORE INSERT ON @schema@.workflows
       FOR EACH ROW WHEN (NEW.priority > 0)
       EXECUTE FUNCTION @schema@.stepd_cap_priority();
 
-    REVOKE ALL ON FUNCTION @schema@.stepd_cap_priority(), @schema@.capacity_verdicts(pg_catalog.int8[], pg_catalog.int4) FROM PUBLIC;
+    REVOKE ALL ON FUNCTION @schema@.stepd_cap_priority(), @schema@.stepd_guard_capacity(), @schema@.capacity_verdicts(pg_catalog.int8[], pg_catalog.int4) FROM PUBLIC;
   $f$, '@schema@', pg_catalog.quote_ident(pg_catalog.current_schema()));
 END;
 $migration$;
