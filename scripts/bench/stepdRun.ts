@@ -19,6 +19,7 @@ import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
+import { runKeyed, type KeyedResult } from './keyed.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
 import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from './pg.js';
 import type { BenchSettings, ScenarioName } from './settings.js';
@@ -27,7 +28,7 @@ import { warmUp, type StepdContext } from './stepdScenario.js';
 import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io' | 'keyed';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -39,6 +40,7 @@ export interface StepdRunResult {
   wakeup?: WakeupResult;
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
+  keyed?: KeyedResult;
   /** Executor CPU while idle (no work, nothing arriving), % of one core. */
   idleCpuPercent?: number;
   /** Executor CPU over its whole life until the end of the idle window, seconds. */
@@ -60,7 +62,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'wakeup', 'idle', 'foreach10k', 'keys'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -129,6 +131,7 @@ export async function runStepdScenarios(opts: {
       if (selected('chain')) await scenario(ctx, 'chain', `chain (${s.chain} steps)`, () => runChain(ctx, s.chain));
       if (selected('foreach1k')) await scenario(ctx, 'fanout', `fan-out (${s.fanout} items)`, () => runFanout(ctx, s.fanout));
       if (selected('wakeup')) await scenario(ctx, 'wakeup', `wake-up (${s.gates} gates)`, () => runWakeup(ctx, s.gates));
+      if (selected('keys')) await scenario(ctx, 'keyed', `keyed (${s.keys} keys × limit 1, ${s.perKey} workflows each)`, () => runKeyed(ctx, s.keys, s.perKey));
       if (selected('idle')) {
         exec.assertAlive();
         progress(`idle (${settings.idleSeconds} s)`);

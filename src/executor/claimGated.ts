@@ -68,10 +68,11 @@ export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Pr
     },
     { preferIndexScans: true },
   );
-  // Nothing waits: look again after a while. All free slots filled: again at the next claim.
+  // Nothing waits: look again after a while. Steps started: again at the next claim (keys free
+  // as they end). Only steps that could not start: when the next token comes, or KEY_RECHECK_MS.
   const fair = deps.fairness;
   if (claim.seen === 0) fair.gatedNotBefore = Date.now() + GATED_IDLE_MS;
-  else if (claim.rows.length >= free) fair.gatedNotBefore = 0;
+  else if (claim.rows.length > 0) fair.gatedNotBefore = 0;
   else fair.gatedNotBefore = Date.now() + (claim.retryInMs ?? 0);
   deps.metrics?.capacityWaits?.(claim.keyBlocked, claim.throttled);
   const { seen: _seen, ...out } = claim;

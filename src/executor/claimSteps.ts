@@ -155,6 +155,8 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       if (left > 0) ({ rows, moreReady } = limited ? await claimWithinLimits(deps, left, leaseMs, { isolate: false }) : await claimFast(deps, left, leaseMs));
       else ({ rows, moreReady } = { rows: [], moreReady: true });
       if (gated) rows = [...gated.rows, ...rows];
+      // Gated steps started: more may follow as their keys free.
+      if (gated && gated.rows.length > 0) moreReady = true;
       if (gated?.retryInMs !== undefined) retryInMs = gated.retryInMs;
       // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
       if (rows.length >= free) deps.fairness.rolesNext = true;
