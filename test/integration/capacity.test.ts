@@ -5,6 +5,7 @@
  * of the test.
  */
 import { describe, expect, it } from 'vitest';
+import { createLimitPolicy } from '../../src/tools/limits.js';
 import { ratePolicy } from '../../src/tools/rates.js';
 import { createTestSchema, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
 
@@ -127,21 +128,23 @@ describe('rate limits', () => {
 });
 
 describe('priority', () => {
-  it('5 high-priority workflows queued after 500 low ones start before all but the few already started (one executor, concurrency 1)', async () => {
-    const t = await createTestSchema();
-    const flow = { start: 'a', steps: { a: { tool: 'core.sleep', args: { ms: 1 }, next: 'b' }, b: { tool: 'core.sleep', args: { ms: 1 }, done: true } } };
-    const low = await insertMany(t, flow, Array.from({ length: 500 }, (_, n) => ({ n })));
-    const high = await insertMany(t, flow, Array.from({ length: 5 }, (_, n) => ({ n })), 5);
-    await startExecutor(t, { concurrency: 1 });
-    await waitAllEnded(t, high, 60_000);
-    const [last] = await t.q<{ at: Date }>(`SELECT max(completed_at) AS at FROM stepd.workflows WHERE id = ANY($1::bigint[])`, [high]);
-    const [before] = await t.q<{ n: number }>(
-      `SELECT count(DISTINCT workflow_id)::int AS n FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[]) AND started_at <= $2`,
-      [low, last!.at],
-    );
-    expect(before!.n).toBeLessThanOrEqual(5);
-    // The steps carried their workflow's priority.
-    const prio = await t.q<{ p: number }>(`SELECT DISTINCT priority AS p FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[])`, [high]);
-    expect(prio.map((r) => r.p)).toEqual([5]);
-  }, 90_000);
+  for (const limited of [false, true]) {
+    it(`5 high-priority workflows queued after 500 low ones start before all but the few already started (one executor, concurrency 1${limited ? ', with limits' : ''})`, async () => {
+      const t = await createTestSchema();
+      const flow = { start: 'a', steps: { a: { tool: 'core.sleep', args: { ms: 1 }, next: 'b' }, b: { tool: 'core.sleep', args: { ms: 1 }, done: true } } };
+      const low = await insertMany(t, flow, Array.from({ length: 500 }, (_, n) => ({ n })));
+      const high = await insertMany(t, flow, Array.from({ length: 5 }, (_, n) => ({ n })), 5);
+      await startExecutor(t, { concurrency: 1, ...(limited ? { limits: createLimitPolicy({ tools: { 'core.sleep': 1 } }) } : {}) });
+      await waitAllEnded(t, high, 60_000);
+      const [last] = await t.q<{ at: Date }>(`SELECT max(completed_at) AS at FROM stepd.workflows WHERE id = ANY($1::bigint[])`, [high]);
+      const [before] = await t.q<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[]) AND started_at <= $2`,
+        [low, last!.at],
+      );
+      expect(before!.n).toBeLessThanOrEqual(5);
+      // The steps carried their workflow's priority.
+      const prio = await t.q<{ p: number }>(`SELECT DISTINCT priority AS p FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[])`, [high]);
+      expect(prio.map((r) => r.p)).toEqual([5]);
+    }, 90_000);
+  }
 });

@@ -293,13 +293,24 @@ export async function lockClaimCandidates(
 ): Promise<ClaimCandidate[]> {
   const { rows } = await db.query<ClaimCandidate>({
     name: 'stepd_lock_claim_candidates',
-    text: `SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
-             FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-            WHERE s.status = 'ready' AND s.ready_at <= now() AND NOT s.gated
-              AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
-              AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
-            ORDER BY s.ready_at, s.id LIMIT $1
-              FOR UPDATE OF s SKIP LOCKED`,
+    // Steps with a priority first (their own small index), then the oldest, as the hot claim.
+    text: `WITH urgent AS (
+             SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
+               FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+              WHERE s.status = 'ready' AND s.priority > 0 AND NOT s.gated AND s.ready_at <= now()
+                AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
+                AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+              ORDER BY s.priority DESC, s.ready_at, s.id LIMIT $1
+                FOR UPDATE OF s SKIP LOCKED),
+           oldest AS (
+             SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
+               FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+              WHERE s.status = 'ready' AND s.ready_at <= now() AND s.priority = 0 AND NOT s.gated
+                AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
+                AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+              ORDER BY s.ready_at, s.id LIMIT $1
+                FOR UPDATE OF s SKIP LOCKED)
+           SELECT * FROM (SELECT * FROM urgent UNION ALL SELECT * FROM oldest) c LIMIT $1`,
     values: [opts.limit, opts.skipToolsLike, opts.skipUsers],
   });
   return rows;
