@@ -3,6 +3,7 @@
  * seed's flat form ({ "start": { "name": "first", ... }, "other": { ... } }) into the
  * canonical form ({ "start": "first", "steps": { "first": { ... }, "other": { ... } } }).
  */
+import { withCapacityHint } from './capacity.js';
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
 import { flowNameProblem } from './flowName.js';
@@ -277,7 +278,7 @@ export function parseFlowShape(raw: unknown, limits: { maxSteps?: number } = {})
   const parsed = flowSpec.safeParse(normalized.flow);
   if (!parsed.success) {
     return {
-      issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+      issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: withCapacityHint(i.message) })),
     };
   }
   return { spec: parsed.data, issues: [], ...(normalized.flat ? { flat: true as const } : {}) };

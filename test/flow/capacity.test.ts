@@ -37,6 +37,12 @@ describe('keyed concurrency in flow JSON', () => {
     expect(issuesOf({ start: 'a', steps: { a: { wait: '1s', concurrency: { key: 'k', limit: 1 }, next: 'b' }, b: tool() } })[0]!.message).toMatch(/applies to tool steps/);
   });
 
+  it('says where priority and rate limits live when a flow names them', () => {
+    const issues = issuesOf({ start: 'a', priority: 5, steps: { a: tool({ rateLimit: '5/s' }) } });
+    expect(issues).toContainEqual({ path: '', message: expect.stringMatching(/"priority": priority is set on the workflow row/) });
+    expect(issues).toContainEqual({ path: 'steps.a', message: expect.stringMatching(/"rateLimit": rate limits are set in the config/) });
+  });
+
   it('renders a key from the scope: strings as they are, other values as JSON, cut to MAX_KEY_CHARS', () => {
     expect(renderKey('acct-{{input.a}}', { input: { a: 7 } })).toBe('acct-7');
     expect(renderKey('{{input.a}}', { input: { a: { x: 1 } } })).toBe('{"x":1}');
