@@ -134,7 +134,7 @@ interface Poisoned {
  * Claims up to `free` ready steps; with `toollessOnly`, only steps without a tool (readied
  * gates, due timers), which an executor claims even when every tool slot is busy.
  */
-export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean } = {}): Promise<Claim> {
+export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean; gatedFree?: number } = {}): Promise<Claim> {
   const startedAt = performance.now();
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
   const toollessOnly = opts.toollessOnly === true;
@@ -150,7 +150,8 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       moreReady = rows.length >= free;
     } else {
       // Steps under keys and rates first (they were passed over by the hot claims), then the others.
-      const gated = gatedDue(deps.fairness.gatedNotBefore) ? await claimGated(deps, free, claimBy(deps, leaseMs)) : undefined;
+      const gatedFree = Math.min(free, opts.gatedFree ?? free);
+      const gated = gatedFree > 0 && gatedDue(deps.fairness.gatedNotBefore) ? await claimGated(deps, gatedFree, claimBy(deps, leaseMs)) : undefined;
       const left = free - (gated?.rows.length ?? 0);
       if (left > 0) ({ rows, moreReady } = limited ? await claimWithinLimits(deps, left, leaseMs, { isolate: false }) : await claimFast(deps, left, leaseMs));
       else ({ rows, moreReady } = { rows: [], moreReady: true });

@@ -343,8 +343,10 @@ export class Executor {
   private async claimAndRun(free: number): Promise<number> {
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
-    // The slots are promised to this claim until its rows are started (in the same tick).
-    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
+    // The slots are promised to this claim until its rows are started (in the same tick); gated
+    // steps (keys, rates) only get those free now: a prefetched one would start after its token.
+    const gatedFree = this.slots.free;
+    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free, { gatedFree }));
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
     if (claim.retryInMs !== undefined) this.wakeIn(claim.retryInMs);
