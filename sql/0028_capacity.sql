@@ -86,12 +86,12 @@ BEGIN
 
     -- Which of the caller's locked ready candidates (in the order given) may start now, under
     -- their keys and rates, and why the others wait ('key', 'rate'; wait_ms: until the next
-    -- token). Takes what the admitted ones need (tokens, flow keys) in the caller's
-    -- transaction, under the claim-limits row lock that every limited claim takes, so counts
+    -- token; blocked_by: the full key, or the rate key of the empty bucket). Takes what the
+    -- admitted ones need (tokens, flow keys) in the caller's transaction, under the claim-limits row lock that every limited claim takes, so counts
     -- are exact across executors and workers. `at` is the instant tokens were counted: the
     -- caller's claim sets started_at to it.
     CREATE FUNCTION @schema@.capacity_verdicts(candidates pg_catalog.int8[], max_ok pg_catalog.int4)
-      RETURNS TABLE (step_id pg_catalog.int8, verdict pg_catalog.text, wait_ms pg_catalog.int4, at pg_catalog.timestamptz)
+      RETURNS TABLE (step_id pg_catalog.int8, verdict pg_catalog.text, wait_ms pg_catalog.int4, at pg_catalog.timestamptz, blocked_by pg_catalog.text)
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
     DECLARE
       t pg_catalog.timestamptz;
@@ -131,7 +131,7 @@ BEGIN
           SELECT pg_catalog.count(*) INTO n FROM @schema@.workflows h
            WHERE h.status = 'running' AND h.key_held AND h.concurrency_key = c.wkey;
           IF n >= c.wlimit THEN
-            step_id := c.id; verdict := 'key'; wait_ms := NULL; at := t;
+            step_id := c.id; verdict := 'key'; wait_ms := NULL; at := t; blocked_by := c.wkey;
             RETURN NEXT;
             CONTINUE;
           END IF;
@@ -147,7 +147,7 @@ BEGIN
           END IF;
           IF n >= c.slimit THEN
             full_keys := full_keys || pg_catalog.jsonb_build_object(c.skey, true);
-            step_id := c.id; verdict := 'key'; wait_ms := NULL; at := t;
+            step_id := c.id; verdict := 'key'; wait_ms := NULL; at := t; blocked_by := c.skey;
             RETURN NEXT;
             CONTINUE;
           END IF;
@@ -159,6 +159,7 @@ BEGIN
         fits := true;
         short := 0;
         buckets := '{}';
+        blocked_by := NULL;
         FOREACH r IN ARRAY coalesce(c.rate_keys, '{}'::pg_catalog.text[]) LOOP
           cnt := pg_catalog.split_part(r, '|', 1)::pg_catalog.numeric;
           period_ms := pg_catalog.split_part(r, '|', 2)::pg_catalog.numeric;
@@ -176,6 +177,7 @@ BEGIN
           END IF;
           IF have < 1 THEN
             fits := false;
+            blocked_by := coalesce(blocked_by, r);
             blocked_buckets := blocked_buckets || pg_catalog.jsonb_build_object(bname, true);
             short := greatest(short, pg_catalog.ceil((win + 1) * period_ms * burst / cnt - extract(epoch FROM t) * 1000)::pg_catalog.int4);
           END IF;
@@ -198,7 +200,7 @@ BEGIN
           step_taken := step_taken || pg_catalog.jsonb_build_object(c.skey, coalesce((step_taken ->> c.skey)::pg_catalog.int8, 0) + 1);
         END IF;
         admitted := admitted + 1;
-        step_id := c.id; verdict := 'ok'; wait_ms := NULL; at := t;
+        step_id := c.id; verdict := 'ok'; wait_ms := NULL; at := t; blocked_by := NULL;
         RETURN NEXT;
       END LOOP;
     END;

@@ -9,10 +9,12 @@
  *
  * When it runs: at most every GATED_IDLE_MS while no gated step waits (one probe of an empty
  * partial index); while some wait, again when the next token comes or every KEY_RECHECK_MS for
- * a full key (a key frees when a step ends anywhere).
+ * a full key (a key frees when a step ends anywhere). Steps whose key is full, and steps that need
+ * a token from a bucket this executor found empty (until its next window), are not candidates:
+ * a backlog of one key or one rate never hides the steps of others.
  */
 import { withTransaction } from '../db/connect.js';
-import { capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../db/queries/capacity.js';
+import { anyGatedStepReady, capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../db/queries/capacity.js';
 import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../db/queries.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { ClaimDeps } from './claimSteps.js';
@@ -44,6 +46,8 @@ export function gatedDue(notBefore: number): boolean {
 
 export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Promise<GatedClaim> {
   const limits = deps.limits && !deps.limits.unlimited ? deps.limits : undefined;
+  const fair = deps.fairness;
+  const skipRateKeys = bucketsStillEmpty(fair.emptyBuckets, Date.now());
   const claim = await withTransaction(
     deps.pool,
     async (client): Promise<GatedClaim & { seen: number }> => {
@@ -55,26 +59,47 @@ export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Pr
         const saturated = tally.saturated();
         skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
       }
-      const candidates = await lockGatedCandidates(client, { limit: Math.min(MAX_WINDOW, free * WINDOW_PER_SLOT), ...skip });
-      if (candidates.length === 0) return { rows: [], keyBlocked: 0, throttled: 0, seen: 0 };
+      const candidates = await lockGatedCandidates(client, { limit: Math.min(MAX_WINDOW, free * WINDOW_PER_SLOT), ...skip, skipRateKeys });
+      // None: either nothing gated waits (look again after a while) or every key is full (soon).
+      if (candidates.length === 0) return { rows: [], keyBlocked: 0, throttled: 0, seen: 0, ...((await anyGatedStepReady(client)) ? { retryInMs: KEY_RECHECK_MS } : {}) };
       const allowed = tally ? candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null) : candidates;
       const verdicts = await capacityVerdicts(client, allowed.map((c) => c.id), free);
       const ok = verdicts.filter((v) => v.verdict === 'ok');
       const rows = ok.length > 0 ? await claimGatedSteps(client, { ...by, ids: ok.map((v) => v.step_id), startedAt: ok[0]!.at }) : [];
-      const waits = verdicts.filter((v) => v.verdict === 'rate').map((v) => v.wait_ms ?? KEY_RECHECK_MS);
+      const rated = verdicts.filter((v) => v.verdict === 'rate');
+      const now = Date.now();
+      for (const v of rated) if (v.blocked_by !== null) fair.emptyBuckets.set(v.blocked_by, now + (v.wait_ms ?? KEY_RECHECK_MS));
       const keyBlocked = verdicts.filter((v) => v.verdict === 'key').length;
+      const waits = rated.map((v) => v.wait_ms ?? KEY_RECHECK_MS);
       const retryInMs = waits.length > 0 ? Math.min(...waits, keyBlocked > 0 ? KEY_RECHECK_MS : Infinity) : keyBlocked > 0 || allowed.length < candidates.length ? KEY_RECHECK_MS : undefined;
-      return { rows, keyBlocked, throttled: waits.length, seen: candidates.length, ...(retryInMs !== undefined ? { retryInMs } : {}) };
+      return { rows, keyBlocked, throttled: rated.length, seen: candidates.length, ...(retryInMs !== undefined ? { retryInMs } : {}) };
     },
     { preferIndexScans: true },
   );
-  // Nothing waits: look again after a while. Steps started: again at the next claim (keys free
-  // as they end). Only steps that could not start: when the next token comes, or KEY_RECHECK_MS.
-  const fair = deps.fairness;
-  if (claim.seen === 0) fair.gatedNotBefore = Date.now() + GATED_IDLE_MS;
-  else if (claim.rows.length > 0) fair.gatedNotBefore = 0;
-  else fair.gatedNotBefore = Date.now() + (claim.retryInMs ?? 0);
+  // Nothing claimable: look again when the first empty bucket refills, else after a while (a
+  // full key's steps are not even candidates: KEY_RECHECK_MS). Steps started: again at the next
+  // claim (keys free as they end). Only waits: when the next token comes, or KEY_RECHECK_MS.
+  const now = Date.now();
+  const refill = soonest(fair.emptyBuckets);
+  if (claim.seen === 0) {
+    const waitMs = Math.min(claim.retryInMs ?? GATED_IDLE_MS, refill !== undefined ? Math.max(0, refill - now) : Infinity);
+    fair.gatedNotBefore = now + waitMs;
+    if (fair.emptyBuckets.size > 0 || claim.retryInMs !== undefined) claim.retryInMs = Math.max(1, waitMs);
+  } else if (claim.rows.length > 0) fair.gatedNotBefore = 0;
+  else fair.gatedNotBefore = now + (claim.retryInMs ?? 0);
   deps.metrics?.capacityWaits?.(claim.keyBlocked, claim.throttled);
   const { seen: _seen, ...out } = claim;
   return out;
+}
+
+/** The rate keys of buckets still empty at `now` (the others are forgotten). */
+function bucketsStillEmpty(empty: Map<string, number>, now: number): string[] {
+  for (const [k, until] of empty) if (until <= now) empty.delete(k);
+  return [...empty.keys()];
+}
+
+function soonest(empty: Map<string, number>): number | undefined {
+  let min: number | undefined;
+  for (const until of empty.values()) min = min === undefined ? until : Math.min(min, until);
+  return min;
 }

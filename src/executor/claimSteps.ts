@@ -72,10 +72,12 @@ export interface FairClaimState {
   rolesNotBefore: number;
   /** No capacity claim (claimGated.ts) before this (Date.now()). */
   gatedNotBefore: number;
+  /** Rate buckets found empty, until their next window (Date.now()): the capacity claim skips their steps. */
+  emptyBuckets: Map<string, number>;
 }
 
 export function newFairClaimState(): FairClaimState {
-  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0, gatedNotBefore: 0 };
+  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0, gatedNotBefore: 0, emptyBuckets: new Map() };
 }
 
 export interface ClaimDeps {

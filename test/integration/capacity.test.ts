@@ -104,6 +104,20 @@ describe('keyed concurrency', () => {
   });
 });
 
+describe('keys do not hide each other', () => {
+  it("a backlog of one full key never holds back other keys' steps behind it", async () => {
+    const t = await createTestSchema();
+    const flow = { start: 'a', steps: { a: { tool: 'core.sleep', args: { ms: 20 }, concurrency: { key: '{{input.k}}', limit: 1 }, done: true } } };
+    const hot = await insertMany(t, flow, Array.from({ length: 300 }, () => ({ k: 'hot' })));
+    const others = await insertMany(t, flow, ['b', 'c', 'd', 'e', 'f'].map((k) => ({ k })));
+    await startExecutor(t, { concurrency: 4 });
+    await waitAllEnded(t, others);
+    const [left] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE id = ANY($1::bigint[]) AND status <> 'completed'`, [hot]);
+    // The hot key runs one at a time (20 ms each): most of its backlog still waits.
+    expect(left!.n).toBeGreaterThan(200);
+  });
+});
+
 describe('rate limits', () => {
   it('10/s lets 100 steps through, never more than 10 started in any second, across two executors', async () => {
     const t = await createTestSchema();

@@ -34,12 +34,15 @@ export async function setWorkflowConcurrencyKey(db: Queryable, workflowId: strin
 
 /**
  * Locks up to `limit` ready gated steps, most urgent then oldest first (workflow_steps_ready_gated_idx),
- * skipping saturated tools and users as a limited claim does. The caller asks capacity_verdicts
- * which may start; the others stay ready, untouched.
+ * skipping saturated tools and users as a limited claim does, steps whose key is full now (one
+ * probe of the running-key index each: a full key's backlog never fills the window and hides
+ * the steps of other keys), and steps needing a token from a bucket known empty
+ * (`skipRateKeys`, from the last verdicts). The caller asks capacity_verdicts which may start;
+ * the others stay ready, untouched.
  */
 export async function lockGatedCandidates(
   db: Queryable,
-  opts: { limit: number; skipToolsLike: string[]; skipUsers: string[] },
+  opts: { limit: number; skipToolsLike: string[]; skipUsers: string[]; skipRateKeys: string[] },
 ): Promise<ClaimCandidate[]> {
   const { rows } = await db.query<ClaimCandidate>({
     name: 'stepd_lock_gated_candidates',
@@ -48,11 +51,27 @@ export async function lockGatedCandidates(
             WHERE s.status = 'ready' AND s.gated AND s.ready_at <= now()
               AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
               AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+              AND (cardinality($4::text[]) = 0 OR s.rate_keys IS NULL OR NOT (s.rate_keys && $4::text[]))
+              AND (s.concurrency_key IS NULL OR NOT EXISTS (
+                     SELECT 1 FROM workflow_steps x WHERE x.status = 'running' AND x.concurrency_key = s.concurrency_key
+                     OFFSET s.concurrency_limit - 1 LIMIT 1))
+              AND (w.concurrency_key IS NULL OR w.key_held OR NOT EXISTS (
+                     SELECT 1 FROM workflows h WHERE h.status = 'running' AND h.key_held AND h.concurrency_key = w.concurrency_key
+                     OFFSET w.concurrency_limit - 1 LIMIT 1))
             ORDER BY s.priority DESC, s.ready_at, s.id LIMIT $1
               FOR UPDATE OF s SKIP LOCKED`,
-    values: [opts.limit, opts.skipToolsLike, opts.skipUsers],
+    values: [opts.limit, opts.skipToolsLike, opts.skipUsers, opts.skipRateKeys],
   });
   return rows;
+}
+
+/** Whether any gated step is ready now (one probe of workflow_steps_ready_gated_idx). */
+export async function anyGatedStepReady(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ any: boolean }>({
+    name: 'stepd_any_gated_step_ready',
+    text: `SELECT EXISTS (SELECT 1 FROM workflow_steps WHERE status = 'ready' AND gated AND ready_at <= now()) AS any`,
+  });
+  return rows[0]?.any === true;
 }
 
 export interface CapacityVerdict {
@@ -63,6 +82,8 @@ export interface CapacityVerdict {
   wait_ms: number | null;
   /** The instant the tokens were counted at: the claim's started_at. */
   at: Date;
+  /** 'key': the full key; 'rate': the rate key ('COUNT|PERIOD_MS|BURST|NAME') of the empty bucket. */
+  blocked_by: string | null;
 }
 
 /**
@@ -75,7 +96,7 @@ export async function capacityVerdicts(db: Queryable, ids: string[], maxOk: numb
     name: 'stepd_capacity_verdicts',
     // One candidate at a time would lock rows in another order than the candidates were locked:
     // the whole list is judged in one call; what exceeds maxOk is cut by the caller's ids order.
-    text: `SELECT step_id::text, verdict, wait_ms, at FROM capacity_verdicts($1::bigint[], $2::int)`,
+    text: `SELECT step_id::text, verdict, wait_ms, at, blocked_by FROM capacity_verdicts($1::bigint[], $2::int)`,
     values: [ids, maxOk],
   });
   return rows;
