@@ -48,7 +48,8 @@ export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Pr
   const limits = deps.limits && !deps.limits.unlimited ? deps.limits : undefined;
   const fair = deps.fairness;
   const skipRateKeys = bucketsStillEmpty(fair.emptyBuckets, Date.now());
-  const claim = await withTransaction(
+  // The usual case, nothing gated: one probe of an empty index, no transaction.
+  const claim: GatedClaim & { seen: number } = !(await anyGatedStepReady(deps.pool)) ? { rows: [], keyBlocked: 0, throttled: 0, seen: 0 } : await withTransaction(
     deps.pool,
     async (client): Promise<GatedClaim & { seen: number }> => {
       let skip = { skipToolsLike: [] as string[], skipUsers: [] as string[] };
@@ -60,8 +61,8 @@ export async function claimGated(deps: ClaimDeps, free: number, by: ClaimBy): Pr
         skip = { skipToolsLike: saturated.global ? ['%'] : saturated.toolPatterns.map(toolPatternToLike), skipUsers: saturated.users };
       }
       const candidates = await lockGatedCandidates(client, { limit: Math.min(MAX_WINDOW, free * WINDOW_PER_SLOT), ...skip, skipRateKeys });
-      // None: either nothing gated waits (look again after a while) or every key is full (soon).
-      if (candidates.length === 0) return { rows: [], keyBlocked: 0, throttled: 0, seen: 0, ...((await anyGatedStepReady(client)) ? { retryInMs: KEY_RECHECK_MS } : {}) };
+      // None though some wait: their keys are full (or their buckets empty): look again soon.
+      if (candidates.length === 0) return { rows: [], keyBlocked: 0, throttled: 0, seen: 0, retryInMs: KEY_RECHECK_MS };
       const allowed = tally ? candidates.filter((c) => c.tool === null || tally.tryAcquire(c.tool, c.created_by) !== null) : candidates;
       const verdicts = await capacityVerdicts(client, allowed.map((c) => c.id), free);
       const ok = verdicts.filter((v) => v.verdict === 'ok');
