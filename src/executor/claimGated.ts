@@ -18,9 +18,12 @@ import { anyGatedStepReady, capacityVerdicts, claimGatedSteps, lockGatedCandidat
 import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../db/queries.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { ClaimDeps } from './claimSteps.js';
+import { isRowSpecificPgError } from './rowErrors.js';
 
 /** With no gated step waiting, the capacity claim looks again after this long. */
 export const GATED_IDLE_MS = 250;
+/** After the database refused a capacity claim because of a row, the next waits this long. */
+export const GATED_REFUSED_MS = 1_000;
 /** While steps wait for a full key, it looks again this often. */
 export const KEY_RECHECK_MS = 100;
 /** Candidates looked at per free slot (bounded by MAX_WINDOW). */
@@ -103,4 +106,19 @@ function soonest(empty: Map<string, number>): number | undefined {
   let min: number | undefined;
   for (const until of empty.values()) min = min === undefined ? until : Math.min(min, until);
   return min;
+}
+
+/**
+ * The capacity claim; if the database refuses it because of one row, the other claims still run
+ * and gated steps are tried again after GATED_REFUSED_MS (the error is logged with the row's).
+ */
+export async function claimGatedOrSkip(deps: ClaimDeps, free: number, by: ClaimBy): Promise<GatedClaim | undefined> {
+  try {
+    return await claimGated(deps, free, by);
+  } catch (err) {
+    if (!isRowSpecificPgError(err)) throw err;
+    deps.log.error({ err }, 'claiming steps under keys or rates failed; the other steps are claimed, these again shortly');
+    deps.fairness.gatedNotBefore = Date.now() + GATED_REFUSED_MS;
+    return undefined;
+  }
 }

@@ -49,7 +49,8 @@ import type { LimitPolicy } from '../tools/limits.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
-import { claimGated, gatedDue } from './claimGated.js';
+import { claimGatedOrSkip, gatedDue } from './claimGated.js';
+import { isRowSpecificPgError } from './rowErrors.js';
 
 /**
  * After a role-fair claim found ready steps of one role only, the next waits this long: a
@@ -114,12 +115,7 @@ function claimBy(deps: ClaimDeps, leaseMs: number): ClaimBy {
   return { executorId: deps.executorId, leaseMs, startedSchema: deps.emitEvents ? deps.schema : null };
 }
 
-/** A claim failed on one row: retry it row by row (SQLSTATE classes a single row's data can cause). */
-export function isRowSpecificPgError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || code.length !== 5) return false;
-  return ['22', '23', '54', 'P0', '39', '2F'].includes(code.slice(0, 2));
-}
+export { isRowSpecificPgError } from './rowErrors.js';
 
 interface Candidate {
   id: string;
@@ -144,30 +140,24 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   const fair = (deps.fairness.next || rolesDue(deps.fairness)) && !toollessOnly;
   let rows: ClaimedStep[];
   let moreReady: boolean;
-  let retryInMs: number | undefined;
   const cancelledRunning: string[] = [];
+  // Steps under keys and rates first (the hot claims pass them over); refusals are handled there.
+  const gatedFree = toollessOnly ? 0 : Math.min(free, opts.gatedFree ?? free);
+  const gated = gatedFree > 0 && gatedDue(deps.fairness.gatedNotBefore) ? await claimGatedOrSkip(deps, gatedFree, claimBy(deps, leaseMs)) : undefined;
+  const left = free - (gated?.rows.length ?? 0);
   try {
     if (toollessOnly) {
       rows = await claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free });
       moreReady = rows.length >= free;
+    } else if (left > 0) {
+      ({ rows, moreReady } = limited ? await claimWithinLimits(deps, left, leaseMs, { isolate: false }) : await claimFast(deps, left, leaseMs));
     } else {
-      // Steps under keys and rates first (they were passed over by the hot claims), then the others.
-      const gatedFree = Math.min(free, opts.gatedFree ?? free);
-      const gated = gatedFree > 0 && gatedDue(deps.fairness.gatedNotBefore) ? await claimGated(deps, gatedFree, claimBy(deps, leaseMs)) : undefined;
-      const left = free - (gated?.rows.length ?? 0);
-      if (left > 0) ({ rows, moreReady } = limited ? await claimWithinLimits(deps, left, leaseMs, { isolate: false }) : await claimFast(deps, left, leaseMs));
-      else ({ rows, moreReady } = { rows: [], moreReady: true });
-      if (gated) rows = [...gated.rows, ...rows];
-      // Gated steps started: more may follow as their keys free.
-      if (gated && gated.rows.length > 0) moreReady = true;
-      if (gated?.retryInMs !== undefined) retryInMs = gated.retryInMs;
-      // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
-      if (rows.length >= free) deps.fairness.rolesNext = true;
+      ({ rows, moreReady } = { rows: [], moreReady: true });
     }
   } catch (err) {
     if (!isRowSpecificPgError(err)) throw err;
     deps.log.warn({ err, free }, 'claiming a batch of steps failed; claiming them one at a time');
-    const isolated = await claimWithinLimits(deps, free, leaseMs, { isolate: true, toollessOnly });
+    const isolated = await claimWithinLimits(deps, toollessOnly ? free : left, leaseMs, { isolate: true, toollessOnly });
     rows = isolated.rows;
     moreReady = true;
     if (isolated.poisoned.length > 0 && isolated.poisoned.length === isolated.tried && isolated.tried > 1) throw err; // not one row
@@ -179,9 +169,16 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       }
     }
   }
+  if (gated) {
+    rows = [...gated.rows, ...rows];
+    // Gated steps started: more may follow as their keys free.
+    if (gated.rows.length > 0) moreReady = true;
+  }
+  // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
+  if (!toollessOnly && rows.length >= free) deps.fairness.rolesNext = true;
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
   deps.metrics?.claimed((performance.now() - startedAt) / 1000, rows.length);
-  return { rows, moreReady, cancelledRunning, fair, ...(retryInMs !== undefined ? { retryInMs } : {}) };
+  return { rows, moreReady, cancelledRunning, fair, ...(gated?.retryInMs !== undefined ? { retryInMs: gated.retryInMs } : {}) };
 }
 
 /**
