@@ -104,6 +104,23 @@ describe('keyed concurrency', () => {
   });
 });
 
+describe('a flow key is given back', () => {
+  it('when its holder is cancelled from outside: the next workflow of the key starts', async () => {
+    const t = await createTestSchema();
+    const flow = { start: 'a', concurrency: { key: 'solo', limit: 1 }, steps: { a: { tool: 'core.sleep', args: { ms: '{{input.ms}}' }, done: true } } };
+    const [holder] = await insertMany(t, flow, [{ ms: 60_000 }]);
+    await startExecutor(t, { concurrency: 4 });
+    await startExecutor(t, { concurrency: 4 });
+    await waitFor(async () => (await t.q(`SELECT 1 FROM stepd.workflows WHERE id = $1 AND key_held`, [holder])).length === 1, 'the first workflow to hold the key');
+    const [next] = await insertMany(t, flow, [{ ms: 1 }]);
+    await waitFor(async () => (await t.q(`SELECT 1 FROM stepd.workflow_steps WHERE workflow_id = $1 AND status = 'ready'`, [next])).length === 1, 'the second to wait');
+    await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [holder]);
+    await waitAllEnded(t, [next!]);
+    const [w] = await t.q<{ status: string }>(`SELECT status FROM stepd.workflows WHERE id = $1`, [next]);
+    expect(w!.status).toBe('completed');
+  });
+});
+
 describe('keys do not hide each other', () => {
   it("a backlog of one full key never holds back other keys' steps behind it", async () => {
     const t = await createTestSchema();
