@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { trustProxySchema } from './http/trustedProxies.js';
+import { rateSpecSchema } from './tools/rates.js';
 import type { Secrets } from './secrets.js';
 import { llmConfigSchema, type LlmConfig } from './tools/llm/llmConfig.js';
 
@@ -46,6 +47,8 @@ export const limitsSchema = z.strictObject({
   users: z.record(z.string().min(1), positiveInt).optional(),
   /** The per-user maximum for every user not named under `users`. */
   defaultUser: positiveInt.optional(),
+  /** Token buckets per tool pattern (src/tools/rates.ts, docs/limits-and-fairness.md). */
+  rates: z.record(toolPattern, rateSpecSchema).optional(),
 });
 
 /** Egress policy of `http.request`: URL patterns (prefix match, `*` any characters) that may reach private addresses. */
@@ -58,7 +61,11 @@ export const httpPolicySchema = z.strictObject({
 /** Which users (patterns, `*` any characters) each database role may start workflows as. */
 export const clientsSchema = z.record(
   z.string().min(1),
-  z.strictObject({ actAs: z.array(z.string().min(1, 'must not be empty')) }),
+  z.strictObject({
+    actAs: z.array(z.string().min(1, 'must not be empty')).optional(),
+    /** The highest `workflows.priority` this role's inserts keep (sql/0028); default 0. */
+    maxPriority: z.number().int().min(0).max(1_000_000).optional(),
+  }),
 );
 
 /** The operator's caps on what a flow may ask for. */

@@ -82,6 +82,11 @@ const DEFS: FigureDef[] = [
     target: { text: '≥ 0.5× pg-boss', met: (_v, x) => (x.pgboss ?? 0) >= 0.5 },
     timedOut: (r) => r.stepd.sustained?.timedOut,
   },
+  {
+    key: 'keyed.stepsPerSec', section: '9 keyed', label: 'steps/s (1,000 keys × limit 1)', unit: '/s',
+    get: (r) => r.stepd.keyed?.stepsPerSec, timedOut: (r) => r.stepd.keyed?.timedOut,
+  },
+  { key: 'keyed.overlaps', section: '9 keyed', label: 'steps of one key at once (must be 0)', unit: '', get: (r) => r.stepd.keyed?.overlaps },
   { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,

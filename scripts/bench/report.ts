@@ -60,7 +60,7 @@ function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScen
   ];
 }
 
-const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'fanoutFirst', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io'];
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'fanoutFirst', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io', 'keyed'];
 
 /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
 export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
@@ -75,6 +75,7 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
     case 'signals': return r.signals ? r.signals.signals * 2 : undefined;
     case 'gateRace': return r.gateRace ? r.gateRace.gates * 2 : undefined;
     case 'io': return r.io?.steps;
+    case 'keyed': return r.keyed?.steps;
   }
 }
 

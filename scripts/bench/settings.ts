@@ -38,10 +38,13 @@ export interface BenchSizes {
   /** Scenario 4c: gates readied by four racing clients, and each client's pace per second. */
   raceGates: number;
   racePerSecond: number;
+  /** Scenario 9: concurrency keys (limit 1 each), and single-step workflows per key. */
+  keys: number;
+  perKey: number;
 }
 
 /** Scenario names accepted by --only, in the order they run. */
-export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'foreach10k', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'foreach10k', 'keys', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {
@@ -77,8 +80,8 @@ export interface BenchSettings {
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360 };
-const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360 };
+const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10 };
+const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360, keys: 1_000, perKey: 2 };
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;

@@ -20,6 +20,7 @@ import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
 import { runGateRace, type GateRaceResult } from './gateRace.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
+import { runKeyed, type KeyedResult } from './keyed.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
 import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from './pg.js';
 import type { BenchSettings, ScenarioName } from './settings.js';
@@ -29,7 +30,7 @@ import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runSignalBurst, type SignalBurstResult } from './signalBurst.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io' | 'keyed';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -45,6 +46,7 @@ export interface StepdRunResult {
   gateRace?: GateRaceResult;
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
+  keyed?: KeyedResult;
   /** Executor CPU while idle (no work, nothing arriving), % of one core. */
   idleCpuPercent?: number;
   /** Executor CPU over its whole life until the end of the idle window, seconds. */
@@ -66,7 +68,7 @@ export interface Build {
   cli?: string;
 }
 
-const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'idle', 'foreach10k'];
+const SHARED_EXECUTOR: ScenarioName[] = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'idle', 'foreach10k', 'keys'];
 
 async function migrateWith(build: Build, url: string, schema: string): Promise<void> {
   if (!build.cli) {
@@ -144,6 +146,7 @@ export async function runStepdScenarios(opts: {
       if (selected('gaterace')) {
         await scenario(ctx, 'gateRace', `racing clients (${s.raceGates} gates, 4 clients at ${s.racePerSecond}/s each)`, () => runGateRace(ctx, s.raceGates, s.racePerSecond));
       }
+      if (selected('keys')) await scenario(ctx, 'keyed', `keyed (${s.keys} keys × limit 1, ${s.perKey} workflows each)`, () => runKeyed(ctx, s.keys, s.perKey));
       if (selected('idle')) {
         exec.assertAlive();
         progress(`idle (${settings.idleSeconds} s)`);

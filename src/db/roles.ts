@@ -68,6 +68,14 @@ export function grantStatements(schema: string, tables: string[]): string[] {
         ]
       : []),
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
+    // Priority (sql/0028): clients set it at insert (lowered to their cap, which the insert trigger reads), never later.
+    ...(tables.includes('priority_caps')
+      ? [
+          `GRANT INSERT (priority) ON ${t('workflows')} TO ${ident(r.client)}`,
+          `GRANT SELECT ON ${t('priority_caps')} TO ${ident(r.client)}`,
+          `GRANT EXECUTE ON FUNCTION ${s}.capacity_verdicts(pg_catalog.int8[], pg_catalog.int4) TO ${ident(r.executor)}`,
+        ]
+      : []),
     // The caps the database checks before work (sql/0021): clients read them, only executors write them.
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
     // Signals (sql/0024): clients send and read them, never change or delete them.

@@ -19,6 +19,8 @@ export interface WorkflowRow {
   created_by: string | null;
   /** The database role that inserted (or last edited) the row while it was new: session_user, set by the guard. */
   created_role: string | null;
+  /** Claims and admission take higher first (sql/0028). */
+  priority?: number;
   key: string | null;
   created_at: Date;
   updated_at: Date;

@@ -15,7 +15,9 @@ import {
   setWorkflowUserIfRunning,
   type AdmittedWorkflow,
 } from '../db/queries.js';
-import { isRetryablePgError, type ErrorData } from '../errors.js';
+import { isRetryablePgError, StepError, type ErrorData } from '../errors.js';
+import { renderKey } from '../flow/capacity.js';
+import { setWorkflowConcurrencyKey } from '../db/queries/capacity.js';
 import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { decideActingUser } from '../security/actAs.js';
@@ -106,6 +108,8 @@ async function admitBatch(
     const { turns, ...pick } = which;
     const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, { ...pick, ...(turns ? { afterRole: turns.afterRole } : {}) });
     if (turns) turns.afterRole = nextAfterRole(turns.afterRole, rows);
+    // Higher priority first: their first steps take this executor's free slots first (stable: oldest first within a level).
+    rows.sort((a, b) => (b.priority ?? 0) - (a.priority ?? 0));
     for (const row of rows) {
       // Admitted (not refused by the statement): its first step row is counted already.
       if (row.status !== 'failed') w.precountFirstStep(row.id, row.step_count);
@@ -159,7 +163,8 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
     w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
     return;
   }
-  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow };
+  const wf: WorkflowInfo = { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow, ...(row.priority ? { priority: row.priority } : {}) };
+  if (!(await setFlowKey(client, wf, w, deps))) return;
   deps.cache.put(wf);
   if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
   const advance = new Advance(client, deps, wf, w);
@@ -186,6 +191,28 @@ async function checkActingUser(deps: TxDeps, client: pg.PoolClient, row: Admitte
   if (acting.user === row.created_by || acting.user === null) return row;
   await setWorkflowUserIfRunning(client, row.id, acting.user);
   return { ...row, created_by: acting.user };
+}
+
+/**
+ * A flow with `concurrency`: its key value, rendered from the input, is written on the row; its
+ * gated steps take the key when the first of them starts (capacity_verdicts, sql/0028). A key
+ * that cannot be rendered fails the workflow (`invalid_key`). Returns whether it may go on.
+ */
+async function setFlowKey(client: pg.PoolClient, wf: WorkflowInfo, w: TxWriter, deps: TxDeps): Promise<boolean> {
+  const c = wf.flow.concurrency;
+  if (!c) return true;
+  let key: string;
+  try {
+    key = renderKey(c.key, { input: wf.input });
+  } catch (err) {
+    if (!(err instanceof StepError)) throw err;
+    const error = { code: 'invalid_key', message: `the flow's concurrency key cannot be rendered: ${storableText(err.message)}` };
+    await failWorkflowIfActive(client, wf.id, error);
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: wf.id, error, at: new Date().toISOString() });
+    return false;
+  }
+  await setWorkflowConcurrencyKey(client, wf.id, key, c.limit);
+  return true;
 }
 
 /** An error whose issues may quote the client's text, made storable as jsonb. */

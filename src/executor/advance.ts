@@ -23,6 +23,8 @@ import { startSignalWait } from './signalWaits.js';
 import { resolveSignalWait } from '../flow/signalWait.js';
 import { ChildStartError } from '../flow/subWorkflow.js';
 import { resolveWaitMs } from '../flow/waitDuration.js';
+import type { RatePolicy } from '../tools/rates.js';
+import { stepCapacityFields } from './capacityFields.js';
 
 export interface AdvanceDeps {
   schema: string;
@@ -31,6 +33,8 @@ export interface AdvanceDeps {
   emitEvents: boolean;
   /** Added to a step's timeout for the lease of a step claimed as it is created. */
   leaseGraceMs: number;
+  /** The config's rate limits (limits.rates), written on the steps they apply to. */
+  rates?: RatePolicy;
 }
 
 export type { Position } from './forkSettlement.js';
@@ -269,7 +273,8 @@ export class Advance implements ForkHost {
       switch (step.kind) {
         case 'tool': {
           const scope = await this.scopes.forStep(step, pos, extra);
-          return this.queue({ ...base, args: resolveTemplates(step.args, scope), status: 'ready', readyInMs: 0 });
+          const capacity = stepCapacityFields(this.wf.flow, step, scope, this.wf.createdBy, this.deps.rates);
+          return this.queue({ ...base, args: resolveTemplates(step.args, scope), status: 'ready', readyInMs: 0, ...capacity });
         }
         case 'gate': {
           // Inserted now: the step.waiting event carries the gate's id (and its rendered message).
@@ -382,7 +387,7 @@ export class Advance implements ForkHost {
 
   private queue(step: NewStep): void {
     const leaseMs = getStep(this.wf.flow, step.name).timeoutMs + this.deps.leaseGraceMs;
-    this.writer.queue(step, { user: this.wf.createdBy, leaseMs });
+    this.writer.queue(this.wf.priority ? { ...step, priority: this.wf.priority } : step, { user: this.wf.createdBy, leaseMs });
   }
 
   /** Writes queued step rows (before anything reads the steps table). */

@@ -49,6 +49,8 @@ import type { LimitPolicy } from '../tools/limits.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
 import type { WorkflowCache } from './workflowCache.js';
+import { claimGatedOrSkip, gatedDue } from './claimGated.js';
+import { isRowSpecificPgError } from './rowErrors.js';
 
 /**
  * After a role-fair claim found ready steps of one role only, the next waits this long: a
@@ -69,10 +71,14 @@ export interface FairClaimState {
   roleCursor: string;
   /** No role-fair claim before this (Date.now()): the last one saw one role only. */
   rolesNotBefore: number;
+  /** No capacity claim (claimGated.ts) before this (Date.now()). */
+  gatedNotBefore: number;
+  /** Rate buckets found empty, until their next window (Date.now()): the capacity claim skips their steps. */
+  emptyBuckets: Map<string, number>;
 }
 
 export function newFairClaimState(): FairClaimState {
-  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0 };
+  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0, gatedNotBefore: 0, emptyBuckets: new Map() };
 }
 
 export interface ClaimDeps {
@@ -100,6 +106,8 @@ export interface Claim {
    * prefetched earlier, so a new workflow's step never waits behind a big fan-out's.
    */
   fair: boolean;
+  /** Gated steps wait for a key or a token: claim again in this many ms (claimGated.ts). */
+  retryInMs?: number;
 }
 
 /** Who claims, for how long, and whether the claim statement announces step.started (events on). */
@@ -107,12 +115,7 @@ function claimBy(deps: ClaimDeps, leaseMs: number): ClaimBy {
   return { executorId: deps.executorId, leaseMs, startedSchema: deps.emitEvents ? deps.schema : null };
 }
 
-/** A claim failed on one row: retry it row by row (SQLSTATE classes a single row's data can cause). */
-export function isRowSpecificPgError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || code.length !== 5) return false;
-  return ['22', '23', '54', 'P0', '39', '2F'].includes(code.slice(0, 2));
-}
+export { isRowSpecificPgError } from './rowErrors.js';
 
 interface Candidate {
   id: string;
@@ -129,7 +132,7 @@ interface Poisoned {
  * Claims up to `free` ready steps; with `toollessOnly`, only steps without a tool (readied
  * gates, due timers), which an executor claims even when every tool slot is busy.
  */
-export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean } = {}): Promise<Claim> {
+export async function claimSteps(deps: ClaimDeps, free: number, opts: { toollessOnly?: boolean; gatedFree?: number } = {}): Promise<Claim> {
   const startedAt = performance.now();
   const leaseMs = DEFAULT_STEP_TIMEOUT_MS + deps.leaseGraceMs;
   const toollessOnly = opts.toollessOnly === true;
@@ -138,21 +141,25 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
   let rows: ClaimedStep[];
   let moreReady: boolean;
   const cancelledRunning: string[] = [];
+  // Steps under keys and rates first (the hot claims pass them over); refusals are handled there.
+  const gatedFree = toollessOnly ? 0 : Math.min(free, opts.gatedFree ?? free);
+  const gated = gatedFree > 0 && gatedDue(deps.fairness.gatedNotBefore) ? await claimGatedOrSkip(deps, gatedFree, claimBy(deps, leaseMs)) : undefined;
+  const left = free - (gated?.rows.length ?? 0);
   try {
     if (toollessOnly) {
       rows = await namingStatement('claimReadyToollessSteps', () => claimReadyToollessSteps(deps.pool, { ...claimBy(deps, leaseMs), limit: free }));
       moreReady = rows.length >= free;
-    } else {
+    } else if (left > 0) {
       ({ rows, moreReady } = limited
-        ? await namingStatement('claimWithinLimits', () => claimWithinLimits(deps, free, leaseMs, { isolate: false }))
-        : await namingStatement('claimReadySteps', () => claimFast(deps, free, leaseMs)));
-      // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
-      if (rows.length >= free) deps.fairness.rolesNext = true;
+        ? await namingStatement('claimWithinLimits', () => claimWithinLimits(deps, left, leaseMs, { isolate: false }))
+        : await namingStatement('claimReadySteps', () => claimFast(deps, left, leaseMs)));
+    } else {
+      ({ rows, moreReady } = { rows: [], moreReady: true });
     }
   } catch (err) {
     if (!isRowSpecificPgError(err)) throw err;
     deps.log.warn({ err, free }, 'claiming a batch of steps failed; claiming them one at a time');
-    const isolated = await claimWithinLimits(deps, free, leaseMs, { isolate: true, toollessOnly });
+    const isolated = await claimWithinLimits(deps, toollessOnly ? free : left, leaseMs, { isolate: true, toollessOnly });
     rows = isolated.rows;
     moreReady = true;
     if (isolated.poisoned.length > 0 && isolated.poisoned.length === isolated.tried && isolated.tried > 1) throw err; // not one row
@@ -164,9 +171,16 @@ export async function claimSteps(deps: ClaimDeps, free: number, opts: { toolless
       }
     }
   }
+  if (gated) {
+    rows = [...gated.rows, ...rows];
+    // Gated steps started: more may follow as their keys free.
+    if (gated.rows.length > 0) moreReady = true;
+  }
+  // A full claim: steps wait, maybe another role's; the next claim is fair across roles.
+  if (!toollessOnly && rows.length >= free) deps.fairness.rolesNext = true;
   if (rows.length > 0) await extendOwnLeases(deps, rows, leaseMs);
   deps.metrics?.claimed((performance.now() - startedAt) / 1000, rows.length);
-  return { rows, moreReady, cancelledRunning, fair };
+  return { rows, moreReady, cancelledRunning, fair, ...(gated?.retryInMs !== undefined ? { retryInMs: gated.retryInMs } : {}) };
 }
 
 /**

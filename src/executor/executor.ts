@@ -11,6 +11,7 @@ import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { writeSizeCaps } from '../db/queries/sizeCaps.js';
+import { writePriorityCaps } from '../db/queries/capacity.js';
 import { namingStatement, StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
 import { Listener } from './listener.js';
@@ -205,6 +206,7 @@ export class Executor {
     this.started = true;
     // The database refuses clients' over-cap inputs, results and flows by these (sql/0021).
     await writeSizeCaps(this.pool, this.cache.compiler.caps, this.opts.executorId);
+    await writePriorityCaps(this.pool, this.deps.clients, this.opts.executorId);
     await this.listener.start();
     try {
       await this.heartbeat.start();
@@ -348,11 +350,14 @@ export class Executor {
   private async claimAndRun(free: number): Promise<number> {
     // Cleared before the claim: work announced while it runs sets it again.
     this.moreReady = false;
-    // The slots are promised to this claim until its rows are started (in the same tick).
-    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free));
+    // The slots are promised to this claim until its rows are started (in the same tick); gated
+    // steps (keys, rates) only get those free now: a prefetched one would start after its token.
+    const gatedFree = this.slots.free;
+    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free, { gatedFree }));
     this.slots.backlog = claim.moreReady;
     if (claim.moreReady) this.moreReady = true;
     else this.recheckSkipped(claim.rows.length);
+    if (claim.retryInMs !== undefined) this.wakeIn(claim.retryInMs);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row, claim.fair);
     return claim.rows.length;

@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import type { StepTracing } from '../telemetry/stepTracing.js';
 import type { LimitPolicy } from '../tools/limits.js';
+import type { RatePolicy } from '../tools/rates.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { ClaimDeps, FairClaimState } from './claimSteps.js';
 import type { ExecutorOptions } from './options.js';
@@ -27,6 +28,8 @@ export interface ExecutorDeps {
   permissions?: StepPolicy;
   /** Per-tool-pattern and per-user maximums of running steps. */
   limits?: LimitPolicy;
+  /** Token buckets per tool pattern (config limits.rates). */
+  rates?: RatePolicy;
   /** Which users each database role may start workflows as (config `clients`). */
   clients?: ClientsConfig;
   /** The operator's caps (config `caps`); defaults in src/flow/caps.ts. */
@@ -61,6 +64,7 @@ export function txDepsOf(c: ExecutorCore): TxDeps {
     emitEvents: c.opts.emitEvents,
     leaseGraceMs: c.opts.leaseGraceMs,
     clients: c.deps.clients,
+    ...(c.deps.rates ? { rates: c.deps.rates } : {}),
     onWorkflowsEnded: c.tracing.enabled ? (ids) => c.tracing.workflowsEnded(c.pool, ids) : undefined,
   };
 }

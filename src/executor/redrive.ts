@@ -165,6 +165,7 @@ async function applyAction(deps: TxDeps, client: pg.PoolClient, advance: Advance
         firstAttemptId: row.first_attempt_id ?? row.id,
         fanoutId: row.fanout_id,
         itemIndex: row.item_index,
+        ...(wf.priority ? { priority: wf.priority } : {}),
       };
       const leaseMs = step.timeoutMs + deps.leaseGraceMs;
       if (step.kind === 'gate') {

@@ -118,11 +118,11 @@ export class TxWriter {
     if (e.type === 'workflow.completed' || e.type === 'workflow.failed') this.endedWorkflows.push(e.workflowId);
   }
 
-  /** Queues a row; a step ready now may be claimed on creation (see ClaimOnCreate). */
+  /** Queues a row; a step ready now may be claimed on creation (see ClaimOnCreate), unless keys or rates gate it (claimGated.ts). */
   queue(step: NewStep, opts: { user?: string | null; leaseMs?: number } = {}): void {
     this.counts.set(step.workflowId, this.stepCount(step.workflowId) + 1);
     const c = this.claimOnCreate;
-    if (c && step.status === 'ready' && step.tool !== null && !step.readyInMs && step.readyAt === undefined && opts.leaseMs !== undefined) {
+    if (c && step.status === 'ready' && step.tool !== null && !step.capacity && !step.readyInMs && step.readyAt === undefined && opts.leaseMs !== undefined) {
       // An instant tool (core.echo, core.noop) takes no slot: it is claimed whatever the slots.
       const slot = !c.instant(step.tool);
       if (!slot || c.takeSlot()) {

@@ -15,6 +15,8 @@ export interface WorkflowInfo {
   /** The role that wrote it (`created_role`; a child's is its tree's): its lane in the outcome queue. */
   role?: string | null;
   flow: CompiledFlow;
+  /** `workflows.priority`, copied onto its steps (sql/0028). */
+  priority?: number;
 }
 
 export class WorkflowCache {
@@ -128,5 +130,5 @@ export class FlowCompiler {
 export function toInfo(row: WorkflowDefinition, compiler?: FlowCompiler): WorkflowInfo | undefined {
   const compiled = compiler ? compiler.compile(row.flow) : compileFlow(row.flow, { caps: DEFAULT_CAPS });
   if (!compiled.ok) return undefined;
-  return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow };
+  return { id: row.id, name: row.name, input: row.input ?? {}, createdBy: row.created_by, role: row.created_role, flow: compiled.flow, ...(row.priority ? { priority: row.priority } : {}) };
 }

@@ -50,6 +50,7 @@ export interface RetryPolicy {
   maxMs: number;
   jitter: boolean;
 }
+import type { KeyedConcurrency } from './capacity.js';
 
 export interface CompiledStep {
   name: string;
@@ -83,6 +84,8 @@ export interface CompiledStep {
   stepRefs: string[];
   /** Whether this step's templates read `item`/`index` (or a forEach alias). */
   usesItem: boolean;
+  /** A tool step's keyed concurrency (capacity.ts). */
+  concurrency?: KeyedConcurrency;
 }
 
 export interface CompiledFlow {
@@ -97,6 +100,8 @@ export interface CompiledFlow {
   itemAliases: string[];
   /** The operator's caps it was compiled under (checked again at run time: forEach items, output). */
   caps?: Readonly<Caps>;
+  /** The flow's keyed concurrency: at most `limit` workflows hold one key value at once (capacity.ts). */
+  concurrency?: KeyedConcurrency;
 }
 
 export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 3, maxLost: 5, initialMs: 2_000, multiplier: 2, maxMs: 30_000, jitter: true };

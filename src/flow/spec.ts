@@ -3,6 +3,7 @@
  * seed's flat form ({ "start": { "name": "first", ... }, "other": { ... } }) into the
  * canonical form ({ "start": "first", "steps": { "first": { ... }, "other": { ... } } }).
  */
+import { withCapacityHint } from './capacity.js';
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
 import { flowNameProblem } from './flowName.js';
@@ -140,8 +141,6 @@ export const stepSpec = z
     /** Fork steps (§2d): when the join is created, whether live branches are then cancelled. */
     complete: completeSpec.optional(),
     cancelRemaining: z.boolean().optional(),
-    /** A number on a fork (branches live at once, §2d); checked by kind in forkPolicy.ts. */
-    concurrency: z.unknown().optional(),
     done: doneSpec.optional(),
     output: z.unknown().optional(),
     approval: z.union([z.literal(true), approvalSpec]).optional(),
@@ -151,6 +150,8 @@ export const stepSpec = z
     retry: retrySpec.optional(),
     timeout: duration.optional(),
     onError: stepName.optional(),
+    /** `{ key, limit }` on a tool step (flow/capacity.ts), a number on a fork step (forkPolicy.ts): each checks its kind. */
+    concurrency: z.unknown().optional(),
   })
   .strict();
 
@@ -164,6 +165,8 @@ export const flowSpec = z
     inputSchema: jsonSchemaSpec.optional(),
     /** Cost budget of one workflow (docs/ai-steps.md): no model call starts once its cost has reached `cost`. */
     budget: z.object({ cost: z.number().nonnegative().finite() }).strict().optional(),
+    /** `{ key, limit }`: at most `limit` workflows of one key value at once (flow/capacity.ts). */
+    concurrency: z.unknown().optional(),
     steps: z.record(stepName, stepSpec),
   })
   .strict();
@@ -282,7 +285,7 @@ export function parseFlowShape(raw: unknown, limits: { maxSteps?: number } = {})
   const parsed = flowSpec.safeParse(normalized.flow);
   if (!parsed.success) {
     return {
-      issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+      issues: parsed.error.issues.map((i) => ({ path: formatPath(i.path), message: withCapacityHint(i.message) })),
     };
   }
   return { spec: parsed.data, issues: [], ...(normalized.flat ? { flat: true as const } : {}) };

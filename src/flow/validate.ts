@@ -2,6 +2,7 @@
  * Validation of a flow: shape (zod, in spec.ts), then the graph. Every problem is reported as
  * {path, message}; a flow with no issues compiles into a CompiledFlow for the executor.
  */
+import { compileCapacity } from './capacity.js';
 import { compileCondition, ConditionEnvironments, type CompiledCondition } from './conditions.js';
 import type { Caps } from './caps.js';
 import {
@@ -47,6 +48,7 @@ export function compileFlow(raw: unknown, options: CompileOptions = {}): Compile
   const flow = buildFlow(shape.spec, issues, shape.flat === true);
   if (options.caps) applyCaps(flow, options.caps, issues);
   if (issues.length === 0) issues.push(...checkRegions(flow));
+  issues.push(...compileCapacity(flow));
   if (issues.length > 0) return { ok: false, issues };
   return { ok: true, flow, issues: [] };
 }

@@ -3,6 +3,7 @@
  * write through the SQL contract like any other service), the operations layer over it, one
  * LISTEN for the live pages, the app, and the server. `close()` stops them in reverse order.
  */
+import { readCapacityGauges } from '../db/queries/capacity.js';
 import { createTokenLookup } from '../api/tokens.js';
 import { Operations, type OperationsDeps } from '../api/operations.js';
 import type { ApiConfig, CapsConfig } from '../configFile.js';
@@ -35,6 +36,9 @@ export interface DaemonHttpOptions {
   metrics?: MetricsHandler;
 }
 
+/** Ready gated steps the dashboard looks at, at most (capacityPanel.ts). */
+const CAPACITY_GAUGE_CAP = 10_000;
+
 export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningHttpServer> {
   const log = opts.log.child({ component: 'http' });
   const pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'client', max: 5, applicationName: 'stepd-http', onConnectionError: (err) => log.warn({ err }, 'http database connection lost') });
@@ -59,7 +63,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
     const app = createHttpApp({
       auth: { tokens, localUser: opts.localUser, sessions: new Sessions(), throttle: new AuthThrottle(), proxies: new TrustedProxies(opts.api?.trustProxy) },
       log,
-      dashboard: { operations, db },
+      dashboard: { operations, db, capacity: () => readCapacityGauges(pool, CAPACITY_GAUGE_CAP) },
       events,
       mcp: createMcpHttpHandler({ operations, log }),
       ...(opts.metrics ? { metrics: opts.metrics } : {}),

@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { createPool } from '../db/connect.js';
 import { readQueueGaugesCapped, type QueueGaugeCaps, type QueueGauges } from '../db/queries/metrics.js';
 import type { Logger } from '../logger.js';
+import { readCapacityGauges } from '../db/queries/capacity.js';
 
 export interface DatabaseGaugesOptions {
   databaseUrl: string;
@@ -67,6 +68,7 @@ export class DatabaseGauges {
       await client.query('BEGIN READ ONLY');
       await client.query({ text: `SELECT set_config('statement_timeout', $1, true)`, values: [String(Math.max(1, Math.floor(this.timeoutMs)))] });
       const gauges = await readQueueGaugesCapped(client, this.caps);
+      gauges.capacity = await readCapacityGauges(client, this.caps.live);
       await client.query('COMMIT');
       return gauges;
     } catch (err) {

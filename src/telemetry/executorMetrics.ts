@@ -21,6 +21,8 @@ export interface ExecutorMetrics {
   rescued(reason: 'executor_dead' | 'lease_expired', count: number): void;
   /** A step attempt reported usage (tokens, cost), run as `user`. Optional: absent, usage is not counted. */
   usage?(user: string | null, usage: StepUsage): void;
+  /** A capacity claim left steps ready: this many for a full key, this many for a rate token (claimGated.ts). */
+  capacityWaits?(keyBlocked: number, throttled: number): void;
 }
 
 export const NO_METRICS: ExecutorMetrics = Object.freeze({

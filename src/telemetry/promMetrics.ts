@@ -12,6 +12,7 @@ import { DatabaseGauges, type DatabaseGaugesOptions } from './databaseGauges.js'
 import { ToolLabels } from './toolLabels.js';
 import { UsageMetrics } from './usageMetrics.js';
 import type { StepUsage } from '../usage/stepUsage.js';
+import { CapacityMetrics } from './capacityMetrics.js';
 
 /** Seconds: 5 ms … 10 min, for step durations (tools range from instant to long HTTP or MCP calls). */
 const STEP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -45,6 +46,7 @@ export class PromMetrics implements ExecutorMetrics {
   private readonly oldestReady: Gauge;
   private readonly databaseUp: Gauge;
   private readonly spent: UsageMetrics;
+  private readonly capacity: CapacityMetrics;
 
   constructor(opts: PromMetricsOptions = {}) {
     const registers = [this.registry];
@@ -64,6 +66,7 @@ export class PromMetrics implements ExecutorMetrics {
     this.oldestReady = new Gauge({ name: 'stepd_oldest_ready_step_age_seconds', help: 'How long the oldest step ready now has waited to be claimed (0: none waits).', registers: this.database ? registers : [] });
     this.databaseUp = new Gauge({ name: 'stepd_metrics_database_up', help: '1 when this scrape read the database gauges in time, 0 when it did not (they then keep their last values).', registers: this.database ? registers : [] });
     this.spent = new UsageMetrics(registers);
+    this.capacity = new CapacityMetrics(registers, this.database !== undefined);
     for (const reason of ['executor_dead', 'lease_expired']) this.rescues.inc({ reason }, 0);
     if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
@@ -99,6 +102,10 @@ export class PromMetrics implements ExecutorMetrics {
     if (count > 0) this.rescues.inc({ reason }, count);
   }
 
+  capacityWaits(keyBlocked: number, throttled: number): void {
+    this.capacity.waited(keyBlocked, throttled);
+  }
+
   /** Reads the database gauges (time-boxed) and renders every metric in the Prometheus text format. */
   async render(): Promise<string> {
     if (this.database) {
@@ -108,6 +115,7 @@ export class PromMetrics implements ExecutorMetrics {
         for (const status of WORKFLOW_STATUSES) this.workflows.set({ status }, gauges.workflows[status]);
         this.readySteps.set(gauges.readySteps);
         this.oldestReady.set(gauges.oldestReadySeconds);
+        if (gauges.capacity) this.capacity.set(gauges.capacity);
       }
     }
     return this.registry.metrics();

@@ -16,6 +16,7 @@ import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
 import type { StepPolicy } from '../../src/executor/runStep.js';
 import type { LimitPolicy } from '../../src/tools/limits.js';
+import type { RatePolicy } from '../../src/tools/rates.js';
 import type { CapsConfig, ClientsConfig } from '../../src/configFile.js';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
 
@@ -80,11 +81,13 @@ export interface TestExecutorOptions extends Partial<ExecutorOptions> {
   log?: Logger;
   /** Default: none. */
   metrics?: ExecutorMetrics;
+  /** Config `limits.rates` (`ratePolicy(...)`). */
+  rates?: RatePolicy;
 }
 
 /** An in-process executor with fast intervals, stopped after the test. */
 export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {}): Promise<Executor> {
-  const { tools = [], permissions, limits, clients, caps, llm, log, metrics, ...rest } = opts;
+  const { tools = [], permissions, limits, clients, caps, llm, log, metrics, rates, ...rest } = opts;
   const executor = new Executor(
     {
       ...DEFAULT_EXECUTOR_OPTIONS,
@@ -96,7 +99,7 @@ export async function startExecutor(t: TestSchema, opts: TestExecutorOptions = {
       shutdownGraceMs: 2_000,
       ...rest,
     },
-    { log: log ?? silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}), ...(caps ? { caps } : {}), ...(llm ? { llm } : {}), ...(metrics ? { metrics } : {}) },
+    { log: log ?? silentLogger(), tools: new ToolRegistry([new CoreTools(), ...tools]), ...(permissions ? { permissions } : {}), ...(limits ? { limits } : {}), ...(clients ? { clients } : {}), ...(caps ? { caps } : {}), ...(llm ? { llm } : {}), ...(metrics ? { metrics } : {}), ...(rates ? { rates } : {}) },
   );
   await executor.start();
   onCleanup(() => executor.stop({ graceMs: 0 }));

@@ -5,6 +5,7 @@
  * its own pool. A bystander workflow of another user runs beside every attack so each test can
  * prove nothing else was disturbed and the executor still serves.
  */
+import { ratePolicy } from '../../src/tools/rates.js';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -172,6 +173,7 @@ export async function startConfiguredExecutor(
       tools: toolbox.registry,
       permissions: toolbox.permissions,
       limits: toolbox.limits,
+      rates: ratePolicy(config.limits?.rates),
       ...(config.clients ? { clients: config.clients } : {}),
       ...(config.caps ? { caps: config.caps } : {}),
     },

@@ -49,18 +49,28 @@ export interface ClaimBy {
 
 export type ClaimedStep = StepRow & { created_by: string | null };
 
-/** The hot path: claims up to `limit` ready steps in one statement, setting owner and lease. */
+/**
+ * The hot path: claims up to `limit` ready steps in one statement, setting owner and lease: those
+ * with a priority first (workflow_steps_ready_priority_idx, empty unless priorities are used: one
+ * probe), then the oldest. Gated steps (keys, rates) are left to the capacity claim (capacity.ts).
+ */
 export async function claimReadySteps(
   db: Queryable,
   opts: ClaimBy & { limit: number },
 ): Promise<ClaimedStep[]> {
   const { rows } = await db.query<ClaimedStep>({
     name: 'stepd_claim_ready_steps',
-    text: `WITH claimed AS (
+    text: `WITH urgent AS (
+             SELECT id FROM workflow_steps
+              WHERE status = 'ready' AND priority > 0 AND NOT gated AND ready_at <= now()
+              ORDER BY priority DESC, ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+           oldest AS (
+             SELECT id FROM workflow_steps
+              WHERE status = 'ready' AND ready_at <= now() AND priority = 0 AND NOT gated
+              ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+           claimed AS (
              ${CLAIM_UPDATE}
-              WHERE id IN (SELECT id FROM workflow_steps
-                            WHERE status = 'ready' AND ready_at <= now()
-                            ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+              WHERE id IN (SELECT id FROM (SELECT id FROM urgent UNION ALL SELECT id FROM oldest) u LIMIT $2)
           ${claimReturning('$4')}`,
     values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
   });
@@ -91,7 +101,7 @@ export async function claimReadyStepsFairly(
            picked AS (
              SELECT p.id FROM visited v CROSS JOIN LATERAL (
                       SELECT s.id, s.ready_at FROM workflow_steps s
-                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated
                        ORDER BY s.ready_at, s.id
                        LIMIT greatest(1, ceil($2::numeric / (SELECT count(*) FROM visited)))::int
                          FOR UPDATE SKIP LOCKED) p
@@ -122,7 +132,7 @@ export async function claimReadyToollessSteps(
     text: `WITH claimed AS (
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM workflow_steps
-                            WHERE status = 'ready' AND tool IS NULL AND ready_at <= now()
+                            WHERE status = 'ready' AND tool IS NULL AND ready_at <= now() AND NOT gated
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
           ${claimReturning('$4')}`,
     values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
@@ -142,7 +152,7 @@ export async function peekReadySteps(
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_peek_ready_steps',
     text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'ready' AND ready_at <= now() AND (NOT $2 OR tool IS NULL) ORDER BY ready_at, id LIMIT $1`,
+            WHERE status = 'ready' AND ready_at <= now() AND NOT gated AND (NOT $2 OR tool IS NULL) ORDER BY ready_at, id LIMIT $1`,
     values: [limit, toollessOnly],
   });
   return rows;
@@ -283,13 +293,24 @@ export async function lockClaimCandidates(
 ): Promise<ClaimCandidate[]> {
   const { rows } = await db.query<ClaimCandidate>({
     name: 'stepd_lock_claim_candidates',
-    text: `SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
-             FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-            WHERE s.status = 'ready' AND s.ready_at <= now()
-              AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
-              AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
-            ORDER BY s.ready_at, s.id LIMIT $1
-              FOR UPDATE OF s SKIP LOCKED`,
+    // Steps with a priority first (their own small index), then the oldest, as the hot claim.
+    text: `WITH urgent AS (
+             SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
+               FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+              WHERE s.status = 'ready' AND s.priority > 0 AND NOT s.gated AND s.ready_at <= now()
+                AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
+                AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+              ORDER BY s.priority DESC, s.ready_at, s.id LIMIT $1
+                FOR UPDATE OF s SKIP LOCKED),
+           oldest AS (
+             SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
+               FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+              WHERE s.status = 'ready' AND s.ready_at <= now() AND s.priority = 0 AND NOT s.gated
+                AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
+                AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
+              ORDER BY s.ready_at, s.id LIMIT $1
+                FOR UPDATE OF s SKIP LOCKED)
+           SELECT * FROM (SELECT * FROM urgent UNION ALL SELECT * FROM oldest) c LIMIT $1`,
     values: [opts.limit, opts.skipToolsLike, opts.skipUsers],
   });
   return rows;
@@ -330,7 +351,7 @@ export async function lockClaimCandidatesFairly(
                 AND (cardinality($5::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($5::text[])))
                CROSS JOIN LATERAL (
                       SELECT s.id, s.workflow_id, s.name, s.tool, s.ready_at FROM workflow_steps s
-                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated
                          AND (cardinality($4::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($4::text[])))
                        ORDER BY s.ready_at, s.id
                        LIMIT greatest(1, ceil($1::numeric / (SELECT count(*) FROM visited)))::int

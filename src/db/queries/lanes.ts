@@ -47,7 +47,8 @@ function lanesOf(status: 'new' | 'running', p: { limit: string; fromRole: string
 const ADMISSION_MAX_ROLES = 500;
 
 /**
- * The `chosen(id)` CTE of admission: up to `$1` new workflows, each role an equal share (its
+ * The `chosen(id)` CTE of admission: up to `$1` new workflows, those with a priority first (most
+ * urgent, then oldest: workflows_new_priority_idx, sql/0028), then, within priority 0, each role an equal share (its
  * users equal shares of it), the oldest of each lane first, cut round-robin across roles starting
  * after role `$3` (the caller's cursor, so a batch smaller than the roles serves each in turn); a batch
  * the lanes leave short (a role with fewer new workflows than its share) is filled with the
@@ -56,20 +57,24 @@ const ADMISSION_MAX_ROLES = 500;
  * than the cut keeps; it stays new for the next batch).
  */
 export const FAIR_NEW_WORKFLOWS = `${lanesOf('new', { limit: '$1', fromRole: `''`, maxRoles: String(ADMISSION_MAX_ROLES) })},
+           urgent AS (
+             SELECT id FROM workflows
+              WHERE status = 'new' AND priority > 0 AND (start_at IS NULL OR start_at <= now()) AND id <> ALL($2::bigint[])
+              ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED),
            fair AS (
              SELECT p.id, row_number() OVER (PARTITION BY l.r ORDER BY p.id) AS turn, l.r
                FROM lanes l CROSS JOIN LATERAL (
                  SELECT id FROM workflows
-                  WHERE status = 'new' AND ${ROLE} = l.r AND ${USER} = l.u
+                  WHERE status = 'new' AND ${ROLE} = l.r AND ${USER} = l.u AND priority = 0
                     AND (start_at IS NULL OR start_at <= now()) AND id <> ALL($2::bigint[])
                   ORDER BY id LIMIT l.share FOR UPDATE SKIP LOCKED) p),
-           fair_cut AS (SELECT id FROM fair ORDER BY turn, r > $3::text DESC, r LIMIT $1),
+           fair_cut AS (SELECT id FROM fair ORDER BY turn, r > $3::text DESC, r LIMIT greatest(0, $1 - (SELECT count(*) FROM urgent))),
            fill AS (
              SELECT id FROM workflows
-              WHERE status = 'new' AND (start_at IS NULL OR start_at <= now()) AND id <> ALL($2::bigint[])
+              WHERE status = 'new' AND priority = 0 AND (start_at IS NULL OR start_at <= now()) AND id <> ALL($2::bigint[])
                 AND id <> ALL(ARRAY(SELECT id FROM fair_cut))
-              ORDER BY id LIMIT greatest(0, $1 - (SELECT count(*) FROM fair_cut)) FOR UPDATE SKIP LOCKED),
-           chosen AS (SELECT id FROM fair_cut UNION ALL SELECT id FROM fill)`;
+              ORDER BY id LIMIT greatest(0, $1 - (SELECT count(*) FROM urgent) - (SELECT count(*) FROM fair_cut)) FOR UPDATE SKIP LOCKED),
+           chosen AS (SELECT id FROM urgent UNION ALL SELECT id FROM fair_cut UNION ALL SELECT id FROM fill)`;
 
 /** Workflows of one user lane the role-fair claim looks at, newest first: a bound per lane, whatever its backlog. */
 const LANE_VISIT_MIN = 16;
@@ -92,7 +97,7 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                            ORDER BY id DESC LIMIT least(${LANE_VISIT_MAX}, greatest(${LANE_VISIT_MIN}, 4 * l.share))) lw
                   -- One probe of the ready index per workflow (a LATERAL with LIMIT: never a scan of every ready row).
                   CROSS JOIN LATERAL (
-                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() ${toolOk}
+                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() AND NOT s.gated ${toolOk}
                      ORDER BY s.workflow_id, s.ready_at LIMIT 1) ready
                   LIMIT l.share) w
               ${userOk}),
@@ -101,14 +106,14 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                FROM lane_workflows lw CROSS JOIN LATERAL (
                  SELECT s.id, s.ready_at, row_number() OVER (ORDER BY s.ready_at, s.id) AS k FROM (
                           SELECT s.id, s.ready_at FROM workflow_steps s
-                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id ${toolOk}
+                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id AND NOT s.gated ${toolOk}
                            ORDER BY s.workflow_id, s.ready_at, s.id LIMIT ceil(lw.share::numeric / lw.m)::int) s) c),
            cut AS (SELECT id, r FROM candidates ORDER BY turn, n LIMIT ${p.limit})`;
 }
 
 /** Still ready, found by id: the status test is written so that no partial index of ready rows
  * can serve it (a plan on stale statistics would read every ready row instead). */
-const STILL_READY = `s.status <> ALL ('{pending,running,done,failed,cancelled}'::text[]) AND s.ready_at <= now()`;
+const STILL_READY = `s.status <> ALL ('{pending,running,done,failed,cancelled}'::text[]) AND s.ready_at <= now() AND NOT s.gated`;
 
 export interface RoleFairClaim {
   rows: ClaimedStep[];

@@ -5,6 +5,7 @@
  * workflow_steps_ready_idx (partial on status = 'ready') for the ready queue. The caller runs
  * them under a statement timeout on a connection of its own (src/telemetry/databaseGauges.ts).
  */
+import type { CapacityGauges } from './capacity.js';
 import type { Queryable } from './common.js';
 
 export const WORKFLOW_STATUSES = ['new', 'running', 'completed', 'failed', 'cancelled'] as const;
@@ -16,6 +17,8 @@ export interface QueueGauges {
   readySteps: number;
   /** Seconds the oldest step ready now has waited; 0 when none waits. */
   oldestReadySeconds: number;
+  /** Ready steps held by keys and rates (capacity.ts readCapacityGauges). */
+  capacity?: CapacityGauges;
 }
 
 export interface QueueGaugeCaps {

@@ -32,6 +32,18 @@ export interface NewStep {
   fanoutOpen?: boolean;
   /** A retry: the id of the step's first attempt. */
   firstAttemptId?: string;
+  /** Its workflow's priority (claims take higher first; sql/0028). */
+  priority?: number;
+  /** Under a key or a rate (capacityFields.ts): left to the capacity claim. A retry copies its first attempt's. */
+  capacity?: StepCapacity;
+}
+
+/** A step's keys and rates (sql/0028): `gated` rows are claimed only through capacity_verdicts. */
+export interface StepCapacity {
+  concurrencyKey?: string;
+  concurrencyLimit?: number;
+  /** Token buckets, each 'COUNT|PERIOD_MS|BURST|NAME'. */
+  rateKeys?: string[];
 }
 
 /**
@@ -58,7 +70,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
     text: `WITH ins AS (
              INSERT INTO workflow_steps (workflow_id, name, tool, args, status, attempt, ready_at, fanout_id, item_index,
                                          expires_at, result, error, started_at, completed_at, executor_id, lease_until,
-                                         fanout_open, first_attempt_id)
+                                         fanout_open, first_attempt_id, priority, gated, concurrency_key, concurrency_limit, rate_keys)
              SELECT u.workflow_id, u.name, u.tool, e.v -> 'args', u.status, u.attempt,
                     CASE WHEN u.status IN ('ready', 'running')
                          THEN coalesce(u.ready_at, now() + coalesce(u.ready_in, 0) * interval '1 millisecond') END,
@@ -69,12 +81,18 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
                     CASE WHEN u.status IN ('done', 'failed') THEN now() END,
                     u.executor_id,
                     CASE WHEN u.status = 'running' THEN now() + u.lease_ms * interval '1 millisecond' END,
-                    coalesce(u.fanout_open, false), u.first_attempt_id
+                    coalesce(u.fanout_open, false), u.first_attempt_id, coalesce(u.priority, 0),
+                    coalesce(u.gated, f.gated, false), coalesce(u.concurrency_key, f.concurrency_key),
+                    coalesce(u.concurrency_limit, f.concurrency_limit), coalesce(u.rate_keys, f.rate_keys)
                FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(v, ord)
                CROSS JOIN LATERAL jsonb_to_record(e.v)
                     AS u(workflow_id bigint, name text, tool text, status text, attempt int, ready_in bigint, ready_at timestamptz,
                          fanout_id bigint, item_index int, expires_in bigint, executor_id text, lease_ms bigint,
-                         fanout_open boolean, first_attempt_id bigint)
+                         fanout_open boolean, first_attempt_id bigint, priority int, gated boolean, concurrency_key text,
+                         concurrency_limit int, rate_keys text[])
+               -- A retry keeps its first attempt's keys and rates (sql/0028); a first attempt reads nothing here.
+               LEFT JOIN LATERAL (SELECT f.gated, f.concurrency_key, f.concurrency_limit, f.rate_keys FROM workflow_steps f
+                                   WHERE u.first_attempt_id IS NOT NULL AND u.gated IS NULL AND f.id = u.first_attempt_id) f ON true
               ORDER BY e.ord
              RETURNING id, workflow_id, name, attempt, item_index, status),
            counted AS (
@@ -129,6 +147,8 @@ function stepRecord(s: NewStep): Record<string, unknown> {
     lease_ms: s.leaseMs === undefined ? undefined : Math.round(s.leaseMs),
     fanout_open: s.fanoutOpen === true ? true : undefined,
     first_attempt_id: s.firstAttemptId,
+    priority: s.priority ? s.priority : undefined,
+    ...(s.capacity ? { gated: true, concurrency_key: s.capacity.concurrencyKey, concurrency_limit: s.capacity.concurrencyLimit, rate_keys: s.capacity.rateKeys } : {}),
   };
 }
 

@@ -22,7 +22,7 @@ export interface ChildWorkflowStart {
 
 /**
  * Inserts the child workflow (status new, the parent's created_by and created_role, depth + 1,
- * the tree's root as root_id)
+ * the tree's root as root_id, and its priority)
  * unless that depth is above `maxDepth`, and makes the step wait for it: pending, child_id set,
  * no owner and no lease. NOTIFYs the wake-up so an executor admits the child at once. Returns
  * the child's id, or the parent's depth when the child would be too deep.
@@ -34,10 +34,10 @@ export async function insertChildWorkflowUnlessTooDeep(
   const { rows } = await db.query<{ child_id: string | null; depth: number }>({
     name: 'stepd_insert_child_workflow_unless_too_deep',
     text: `WITH parent AS (
-             SELECT id, created_by, created_role, depth, root_id FROM workflows WHERE id = $1),
+             SELECT id, created_by, created_role, depth, root_id, priority FROM workflows WHERE id = $1),
            child AS (
-             INSERT INTO workflows (name, flow, flow_version, input, created_by, created_role, parent_id, parent_step_id, depth, root_id)
-             SELECT $3, $4::jsonb, $5, $6::jsonb, p.created_by, p.created_role, p.id, $2, p.depth + 1, coalesce(p.root_id, p.id)
+             INSERT INTO workflows (name, flow, flow_version, input, created_by, created_role, parent_id, parent_step_id, depth, root_id, priority)
+             SELECT $3, $4::jsonb, $5, $6::jsonb, p.created_by, p.created_role, p.id, $2, p.depth + 1, coalesce(p.root_id, p.id), p.priority
                FROM parent p WHERE p.depth + 1 <= $7
              RETURNING id, depth),
            waiting AS (

@@ -3,6 +3,8 @@
  * and a table, newest first. The table is the page's live region: it is rendered again (as a
  * fragment) when an event arrives.
  */
+import type { CapacityGauges } from '../../db/queries/capacity.js';
+import { capacityPanel } from './capacityPanel.js';
 import type { WorkflowSummaryView } from '../../api/views.js';
 import { formatDuration, formatError } from '../../cli/format.js';
 import type { WorkflowStatus } from '../../db/tables.js';
@@ -21,21 +23,21 @@ export interface ListFilters {
   limit: number;
 }
 
-export function renderListPage(ctx: PageContext, filters: ListFilters, rows: WorkflowSummaryView[], problem?: string): Html {
+export function renderListPage(ctx: PageContext, filters: ListFilters, rows: WorkflowSummaryView[], problem?: string, capacity?: CapacityGauges): Html {
   return page(ctx, {
     title: 'workflows',
     events: '/events',
     body: html`<h2>Workflows</h2>
 ${filterForm(filters)}
 ${problem ? html`<p class="flash" role="alert">${problem}</p>` : ''}
-<div id="live">${renderListLive(filters, rows)}</div>`,
+<div id="live">${renderListLive(filters, rows, capacity)}</div>`,
   });
 }
 
 /** The table alone (the live region). */
-export function renderListLive(filters: ListFilters, rows: WorkflowSummaryView[]): Html {
-  if (rows.length === 0) return html`<p class="muted" id="empty">No workflows match.</p>`;
-  return html`<table id="workflows">
+export function renderListLive(filters: ListFilters, rows: WorkflowSummaryView[], capacity?: CapacityGauges): Html {
+  if (rows.length === 0) return html`${capacityPanel(capacity)}<p class="muted" id="empty">No workflows match.</p>`;
+  return html`${capacityPanel(capacity)}<table id="workflows">
 <thead><tr><th>id</th><th>name</th><th>status</th><th>user</th><th>created (UTC)</th><th>duration</th><th>steps</th><th>waiting</th><th>error</th></tr></thead>
 <tbody>${rows.map(row)}</tbody>
 </table>

@@ -9,6 +9,7 @@ import { toOperationError, type Operations, type WorkflowDetails } from '../../a
 import { toWorkflowSummary } from '../../api/views.js';
 import { listWorkflows } from '../../db/reads.js';
 import type { Database, WorkflowStatus } from '../../db/tables.js';
+import type { CapacityGauges } from '../../db/queries/capacity.js';
 import type { HttpEnv } from '../auth.js';
 import { html } from '../html.js';
 import type { Sessions } from '../sessions.js';
@@ -23,6 +24,8 @@ export interface DashboardDeps {
   /** A client pool's Kysely, for the list's filtered read. */
   db: Kysely<Database>;
   sessions: Sessions;
+  /** Ready steps waiting for concurrency keys and rate tokens (capacityPanel.ts); left out: not shown. */
+  capacity?: () => Promise<CapacityGauges>;
 }
 
 const DEFAULT_LIMIT = 50;
@@ -43,8 +46,9 @@ export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
     });
     const now = new Date();
     const views = rows.map((r) => toWorkflowSummary(r, now));
-    if (isFragmentRequest(c)) return sendHtml(c, ctx, renderListLive(filters, views));
-    return sendHtml(c, ctx, renderListPage(ctx, filters, views, problems.join('; ') || undefined), problems.length ? 400 : 200);
+    const capacity = deps.capacity ? await deps.capacity().catch(() => undefined) : undefined;
+    if (isFragmentRequest(c)) return sendHtml(c, ctx, renderListLive(filters, views, capacity));
+    return sendHtml(c, ctx, renderListPage(ctx, filters, views, problems.join('; ') || undefined, capacity), problems.length ? 400 : 200);
   });
 
   app.get('/workflows/:id', async (c) => {
