@@ -50,12 +50,8 @@ export function compileCapacity(flow: CompiledFlow): FlowIssue[] {
     const v = (step.spec as { concurrency?: unknown }).concurrency;
     if (v === undefined) continue;
     const at = `steps.${name}.concurrency`;
-    if (step.kind === 'fork') {
-      if (typeof v !== 'number') {
-        issues.push({ path: at, message: `on a fork step concurrency is a number (the branches or items live at once); a ${SHAPE} belongs on a tool step or on the flow` });
-      }
-      continue;
-    }
+    // On a fork step it is a number, checked with the fork's other options (forkPolicy.ts).
+    if (step.kind === 'fork') continue;
     if (step.kind !== 'tool') {
       issues.push({ path: at, message: 'concurrency applies to tool steps, fork steps (a number) and the whole flow' });
       continue;

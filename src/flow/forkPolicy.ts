@@ -52,12 +52,7 @@ export function compileForkOptions(name: string, s: StepSpec, isFork: boolean, h
   if (!isFork) {
     if (s.complete !== undefined) issues.push({ path: `${at}.complete`, message: '"complete" only applies to a step with "parallel" or "forEach"' });
     if (s.cancelRemaining !== undefined) issues.push({ path: `${at}.cancelRemaining`, message: '"cancelRemaining" only applies to a step with "parallel" or "forEach"' });
-    if (typeof s.concurrency === 'number') {
-      issues.push({
-        path: `${at}.concurrency`,
-        message: `a number as "concurrency" applies to a fork step ("parallel"), the branches live at once; on ${hasTool ? 'a tool step' : 'this step'} ${KEYED_CONCURRENCY_HINT}`,
-      });
-    }
+    // A number as concurrency on a step that does not fork: flow/capacity.ts names the mix-up.
     return out;
   }
 

@@ -27,7 +27,7 @@ describe('keyed concurrency in flow JSON', () => {
       { path: 'concurrency', message: expect.stringMatching(/a flow's concurrency is \{ "key"/) },
     ]);
     const fork = { start: 'f', steps: { f: { parallel: ['a', 'b'], join: 'j', concurrency: { key: 'x', limit: 1 } }, a: tool({ done: undefined }), b: tool({ done: undefined }), j: tool() } };
-    expect(issuesOf(fork)).toContainEqual({ path: 'steps.f.concurrency', message: expect.stringMatching(/on a fork step concurrency is a number/) });
+    expect(issuesOf(fork)).toContainEqual({ path: 'steps.f.concurrency', message: expect.stringMatching(/on a fork step "concurrency" is a number/) });
   });
 
   it('refuses malformed keys and limits, and concurrency on gates and timers', () => {

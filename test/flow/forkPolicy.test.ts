@@ -50,7 +50,7 @@ describe('validation of fork options', () => {
       /steps\.f\.concurrency: on a fork step "concurrency" is a number, the branches live at once .*\{"key", "limit"\} is keyed concurrency/,
     );
     const onTool = { start: 't', steps: { t: { tool: 'core.noop', concurrency: 3 } } };
-    expect(messages(onTool)[0]).toMatch(/steps\.t\.concurrency: a number as "concurrency" applies to a fork step/);
+    expect(messages(onTool)[0]).toMatch(/steps\.t\.concurrency: on a tool step concurrency is .*a number only applies to a fork step/);
     const onForEach = { start: 'e', steps: { e: { forEach: { items: [1], step: 'w' }, concurrency: 2 }, w: { tool: 'core.noop' } } };
     expect(messages(onForEach)[0]).toMatch(/a forEach is paced by "forEach": \{ "concurrency": N \}/);
   });
