@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { trustProxySchema } from './http/trustedProxies.js';
 import type { Secrets } from './secrets.js';
+import { retentionSchema, type RetentionPolicy } from './retention/retentionPolicy.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
@@ -81,6 +82,7 @@ const fileSchema = z.strictObject({
   http: httpPolicySchema.optional(),
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
+  retention: retentionSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -114,6 +116,8 @@ export interface StepdFileConfig {
   clients?: ClientsConfig;
   caps?: CapsConfig;
   api?: ApiConfig;
+  /** How long finished workflows and signals are kept, in milliseconds (docs/operations.md). */
+  retention?: RetentionPolicy;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {

@@ -94,7 +94,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
         if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
         await probeMcpServers(toolbox, log);
-        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(metrics ? { metrics } : {}), tracing });
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(file.config.retention ? { retention: file.config.retention } : {}), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
         if ((flags as { schedules?: boolean }).schedules !== false) {

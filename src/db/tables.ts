@@ -36,6 +36,9 @@ export interface WorkflowRow {
   /** Set by the guard when a client redrives a failed workflow; cleared by the executor. */
   redrive_requested_at: Date | null;
   redrives: number;
+  /** A fork's source workflow (sql/0031; it may have been pruned since) and the step it runs from (null: the start). */
+  forked_from?: string | null;
+  fork_step?: string | null;
 }
 
 export interface StepRow {

@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import type { StepTracing } from '../telemetry/stepTracing.js';
 import type { LimitPolicy } from '../tools/limits.js';
+import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { ClaimDeps, FairClaimState } from './claimSteps.js';
 import type { ExecutorOptions } from './options.js';
@@ -34,6 +35,8 @@ export interface ExecutorDeps {
   metrics?: ExecutorMetrics;
   /** Spans of steps, tool calls and ended workflows (default: none). */
   tracing?: StepTracing;
+  /** What the watchdog's leader deletes, and after how long (config `retention`). */
+  retention?: RetentionPolicy;
 }
 
 /** The parts every bundle is made of. */
