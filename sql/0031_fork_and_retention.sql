@@ -40,7 +40,7 @@ BEGIN
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
     DECLARE
       trusted pg_catalog.bool := @schema@.stepd_role_is_trusted(session_user::pg_catalog.text);
-      previous pg_catalog.text := pg_catalog.coalesce(pg_catalog.current_setting('stepd.executor', true), '');
+      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       src record;
       r record;
       first_row pg_catalog.int8;
@@ -58,8 +58,8 @@ BEGIN
         RAISE EXCEPTION 'stepd: workflow % does not exist (or was pruned)', source USING ERRCODE = 'no_data_found';
       END IF;
       IF NOT trusted
-         AND NOT pg_catalog.coalesce(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(src.created_role))::pg_catalog.oid, 'MEMBER'), false) THEN
-        RAISE EXCEPTION 'stepd: workflow % was started by role %; role % may fork only its own workflows', source, pg_catalog.coalesce(src.created_role, '(the executor)'), session_user
+         AND NOT coalesce(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(src.created_role))::pg_catalog.oid, 'MEMBER'), false) THEN
+        RAISE EXCEPTION 'stepd: workflow % was started by role %; role % may fork only its own workflows', source, coalesce(src.created_role, '(the executor)'), session_user
           USING ERRCODE = 'insufficient_privilege', HINT = 'Only the role that started a workflow (or an operator) may fork it.';
       END IF;
       IF src.parent_id IS NOT NULL THEN
@@ -88,7 +88,7 @@ BEGIN
         END IF;
       END IF;
       IF results IS NOT NULL THEN
-        SELECT pg_catalog.coalesce(c.result_bytes, 4194304) INTO cap FROM (SELECT 1) AS d LEFT JOIN @schema@.size_caps AS c ON c.id;
+        SELECT coalesce(c.result_bytes, 4194304) INTO cap FROM (SELECT 1) AS d LEFT JOIN @schema@.size_caps AS c ON c.id;
         over := @schema@.stepd_json_bytes_above(results, cap);
         IF over IS NOT NULL THEN
           RAISE EXCEPTION 'stepd: the fork''s results are % bytes as JSON, above caps.resultBytes (% bytes)', over, cap
@@ -111,7 +111,7 @@ BEGIN
 
       -- The new row goes through the guard like any client's insert: created_role is the caller.
       INSERT INTO @schema@.workflows (name, flow, flow_version, input, created_by)
-      VALUES (src.name, src.flow, src.flow_version, pg_catalog.coalesce(input, src.input), src.created_by)
+      VALUES (src.name, src.flow, src.flow_version, coalesce(input, src.input), src.created_by)
       RETURNING id INTO new_id;
 
       PERFORM pg_catalog.set_config('stepd.executor', 'on', true);

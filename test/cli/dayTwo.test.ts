@@ -1,0 +1,144 @@
+/**
+ * Day-two operations from the built CLI against the real database, an executor in-process:
+ * `stepd fork` (from a step, a corrected result, a new input), `stepd cancel|retry --filter…`
+ * (with --dry-run listing what would change) and `stepd prune` (dry run, filters, deletion of
+ * finished workflows with their steps, never a live one).
+ */
+import { describe, expect, it } from 'vitest';
+import { createTestSchema, getSteps, getWorkflow, insertWorkflow, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { envFor, runCli } from './helpers.js';
+
+const CHAIN = {
+  start: 'fetch',
+  steps: {
+    fetch: { tool: 'core.echo', args: { rows: '{{input.rows}}' }, next: 'double' },
+    double: { tool: 'core.echo', args: { got: '{{steps.fetch.result.rows}}' }, next: 'publish' },
+    publish: { tool: 'core.echo', args: { published: '{{steps.double.result.got}}' }, done: true, output: '{{result}}' },
+  },
+};
+const GATE = { start: 'wait', steps: { wait: { approval: true, done: true } } };
+const FAILS = { start: 'boom', steps: { boom: { tool: 'core.fail', args: { message: 'broken' }, done: true } } };
+
+describe('stepd fork', () => {
+  it('re-runs from a step with the earlier results copied, one corrected, and links the fork to its source', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const src = await insertWorkflow(t, CHAIN, { rows: 2 }, { name: 'report', user: 'alice' });
+    expect((await waitForWorkflow(t, src)).output).toEqual({ published: 2 });
+
+    const r = await runCli(['fork', src, '--from', 'double', '--result', 'fetch={"rows": 5}', '--json'], { env: envFor(t) });
+    expect(r.code, r.stderr).toBe(0);
+    const forkId = JSON.parse(r.stdout).id as string;
+    const fork = await waitForWorkflow(t, forkId);
+    expect(fork.status, JSON.stringify(fork.error)).toBe('completed');
+    expect(fork.output).toEqual({ published: 5 });
+    expect(fork).toMatchObject({ forked_from: src, fork_step: 'double', name: 'report', created_by: 'alice' });
+    const steps = await getSteps(t, forkId);
+    expect(steps.map((s) => [s.name, s.status])).toEqual([['fetch', 'done'], ['double', 'done'], ['publish', 'done']]);
+    expect(steps[0]!.result).toEqual({ rows: 5 });
+    // The source is untouched.
+    expect((await getWorkflow(t, src)).output).toEqual({ published: 2 });
+
+    // Without --from: the whole flow again, with a new input.
+    const again = await runCli(['fork', src, '--input', '{"rows": 9}', '--json'], { env: envFor(t) });
+    expect(again.code, again.stderr).toBe(0);
+    expect((await waitForWorkflow(t, JSON.parse(again.stdout).id)).output).toEqual({ published: 9 });
+  });
+
+  it('refuses a step that never ran, a result for a later step, and a bad --result', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const src = await insertWorkflow(t, CHAIN, { rows: 1 });
+    await waitForWorkflow(t, src);
+    const env = envFor(t);
+    const never = await runCli(['fork', src, '--from', 'nope'], { env });
+    expect(never.code).toBe(1);
+    expect(never.stderr).toMatch(/never ran at the top level/);
+    const later = await runCli(['fork', src, '--from', 'double', '--result', 'publish={}'], { env });
+    expect(later.code).toBe(1);
+    expect(later.stderr).toMatch(/did not finish before step/);
+    const bad = await runCli(['fork', src, '--from', 'double', '--result', 'fetch'], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/STEP=JSON/);
+    expect((await t.q(`SELECT count(*)::int AS n FROM stepd.workflows`))[0].n).toBe(1);
+  });
+});
+
+describe('stepd cancel|retry by filter', () => {
+  it('--dry-run lists what would change; then one statement cancels exactly those', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const env = envFor(t);
+    const mine = [await insertWorkflow(t, GATE, {}, { name: 'nightly', user: 'alice' }), await insertWorkflow(t, GATE, {}, { name: 'nightly', user: 'bob' })];
+    const other = await insertWorkflow(t, GATE, {}, { name: 'hourly', user: 'alice' });
+    for (const id of [...mine, other]) await waitForStep(t, id, 'wait', 'pending');
+
+    const dry = await runCli(['cancel', '--name', 'nightly', '--dry-run', '--json'], { env });
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout).workflows.map((w: { workflowId: string }) => w.workflowId)).toEqual(mine);
+    for (const id of mine) expect((await getWorkflow(t, id)).status).toBe('running');
+
+    const byUser = await runCli(['cancel', '--name', 'nightly', '--user', 'bob'], { env });
+    expect(byUser.code, byUser.stderr).toBe(0);
+    expect(byUser.stdout).toMatch(/1 workflow\(s\) cancelled/);
+    expect((await getWorkflow(t, mine[1]!)).status).toBe('cancelled');
+    expect((await getWorkflow(t, mine[0]!)).status).toBe('running');
+    expect((await getWorkflow(t, other)).status).toBe('running');
+
+    const none = await runCli(['cancel'], { env });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/give a workflow id, or filter options/);
+    const wrong = await runCli(['cancel', '--status', 'failed'], { env });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/status must be new or running/);
+  });
+
+  it('retry --name redrives every failed workflow of that name', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const env = envFor(t);
+    const ids = [await insertWorkflow(t, FAILS, {}, { name: 'flaky' }), await insertWorkflow(t, FAILS, {}, { name: 'flaky' })];
+    for (const id of ids) await waitForWorkflow(t, id);
+    const dry = await runCli(['retry', '--name', 'flaky', '--dry-run'], { env });
+    expect(dry.stdout).toMatch(/2 workflow\(s\) would be retried/);
+    const r = await runCli(['retry', '--name', 'flaky', '--json'], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).workflows).toHaveLength(2);
+    for (const id of ids) {
+      const wf = await waitForWorkflow(t, id, ['failed'], 20_000);
+      await expect.poll(async () => (await getWorkflow(t, id)).redrives, { timeout: 20_000 }).toBe(1);
+      expect(wf.status).toBe('failed');
+    }
+  });
+});
+
+describe('stepd prune', () => {
+  it('lists with --dry-run, deletes finished workflows with their steps, keeps live ones and those the filters leave out', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const env = envFor(t);
+    const done = [await insertWorkflow(t, CHAIN, { rows: 1 }, { name: 'report' }), await insertWorkflow(t, CHAIN, { rows: 1 }, { name: 'other' })];
+    for (const id of done) await waitForWorkflow(t, id);
+    const live = await insertWorkflow(t, GATE, {}, { name: 'report' });
+    await waitForStep(t, live, 'wait', 'pending');
+
+    const dry = await runCli(['prune', '--completed', '0s', '--cancelled', '0s', '--dry-run'], { env });
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(new RegExp(`would delete workflow ${done[0]} \\(report, completed .*3 step row`));
+    expect(dry.stdout).toMatch(/dry run: 2 workflow\(s\) would be deleted/);
+    expect((await t.q(`SELECT count(*)::int AS n FROM stepd.workflows`))[0].n).toBe(3);
+
+    const named = await runCli(['prune', '--completed', '0s', '--name', 'report'], { env });
+    expect(named.code, named.stderr).toBe(0);
+    expect(named.stdout).toMatch(/deleted 1 workflow\(s\) \(1 completed/);
+    const left = await t.q<{ id: string }>(`SELECT id FROM stepd.workflows ORDER BY id`);
+    expect(left.map((r) => r.id)).toEqual([done[1], live]);
+    expect(await getSteps(t, done[0]!)).toEqual([]);
+
+    const kept = await runCli(['prune', '--completed', '1d'], { env });
+    expect(kept.stdout).toMatch(/deleted 0 workflow/);
+    const none = await runCli(['prune'], { env });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/nothing to prune/);
+  });
+});
