@@ -22,6 +22,8 @@ export interface BulkFilterInput {
   user?: string;
   /** An ISO time ("2026-11-27T10:00:00Z") or a duration ago ("2h"). */
   since?: string;
+  /** Only these workflow ids (the dashboard's multi-select). */
+  ids?: (string | number)[];
   limit?: number;
 }
 
@@ -36,10 +38,11 @@ const STATUSES: Record<BulkAction, readonly WorkflowStatus[]> = { cancel: ['new'
 
 /** Checks a filter for `action`; `now` resolves a `since` given as a duration. */
 export function parseBulkFilter(action: BulkAction, input: BulkFilterInput, now = new Date()): BulkFilter {
-  const given = ['name', 'status', 'user', 'since'].filter((k) => (input as Record<string, unknown>)[k] !== undefined);
+  const given = ['name', 'status', 'user', 'since', 'ids'].filter((k) => (input as Record<string, unknown>)[k] !== undefined);
   if (given.length === 0) {
     throw new OperationError('invalid_input', `give at least one filter (name, status, user or since) to ${action} workflows in bulk; nothing was changed`);
   }
+  const ids = input.ids === undefined ? undefined : parseIds(input.ids);
   for (const k of ['name', 'status', 'user', 'since'] as const) {
     const v = input[k];
     if (v !== undefined && (typeof v !== 'string' || v.trim() === '')) throw new OperationError('invalid_input', `${k} must be a non-empty string (got ${JSON.stringify(v)})`);
@@ -58,7 +61,17 @@ export function parseBulkFilter(action: BulkAction, input: BulkFilterInput, now 
     ...(input.status !== undefined ? { status: input.status as WorkflowStatus } : {}),
     ...(input.user !== undefined ? { user: input.user } : {}),
     ...(input.since !== undefined ? { since: parseSince(input.since, now) } : {}),
+    ...(ids !== undefined ? { ids } : {}),
   };
+}
+
+function parseIds(ids: unknown): string[] {
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_BULK_LIMIT) throw new OperationError('invalid_input', `ids must be a list of 1 to ${MAX_BULK_LIMIT} workflow ids`);
+  return ids.map((v) => {
+    const text = String(v).trim();
+    if (!/^[1-9]\d{0,18}$/.test(text)) throw new OperationError('invalid_input', `workflow ids are positive whole numbers (got ${JSON.stringify(v)})`);
+    return text;
+  });
 }
 
 /** "2h" (ago) or an ISO time. */

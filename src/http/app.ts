@@ -15,6 +15,7 @@ import type { Logger } from '../logger.js';
 import { authenticate, type AuthPolicy, type HttpEnv } from './auth.js';
 import { requireCsrfToken, sameOriginWrites } from './csrf.js';
 import { mountActions } from './dashboard/actions.js';
+import { mountDayTwoActions } from './dashboard/dayTwoActions.js';
 import { mountPages, type DashboardDeps } from './dashboard/pages.js';
 import type { EventHub } from './eventHub.js';
 import { mountEvents } from './eventsRoute.js';
@@ -68,6 +69,7 @@ export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
   if (opts.dashboard) {
     const deps: DashboardDeps = { ...opts.dashboard, sessions: opts.auth.sessions };
     app.use('/workflows/*', requireCsrfToken(opts.auth.sessions));
+    mountDayTwoActions(app, deps);
     mountPages(app, deps);
     mountActions(app, deps);
   }

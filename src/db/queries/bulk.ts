@@ -19,6 +19,8 @@ export interface BulkFilter {
   user?: string;
   /** Created at or after. */
   since?: Date;
+  /** Only these workflows (the dashboard's multi-select). */
+  ids?: string[];
   limit: number;
 }
 
@@ -33,7 +35,7 @@ export interface BulkRow {
 const PICK = (statuses: string) => `SELECT w.id FROM workflows w
    WHERE w.parent_id IS NULL AND w.status IN (${statuses}) AND ($1::text IS NULL OR w.status = $1)
      AND ($2::text IS NULL OR w.name = $2) AND ($3::text IS NULL OR w.created_by = $3)
-     AND ($4::timestamptz IS NULL OR w.created_at >= $4)
+     AND ($4::timestamptz IS NULL OR w.created_at >= $4) AND ($6::bigint[] IS NULL OR w.id = ANY($6::bigint[]))
      AND (stepd_role_is_trusted(session_user::text)
           OR coalesce(pg_has_role(session_user, to_regrole(quote_ident(w.created_role))::oid, 'MEMBER'), false))`;
 
@@ -41,7 +43,7 @@ const CANCELLABLE = PICK(`'new', 'running'`);
 // A failed workflow that was never admitted cannot be redriven (the guard refuses it): left out.
 const REDRIVABLE = `${PICK(`'failed'`)} AND w.flow IS NOT NULL`;
 
-const values = (f: BulkFilter) => [f.status ?? null, f.name ?? null, f.user ?? null, f.since ?? null, f.limit];
+const values = (f: BulkFilter) => [f.status ?? null, f.name ?? null, f.user ?? null, f.since ?? null, f.limit, f.ids ?? null];
 const COLUMNS = 'w.id, w.name, w.status, w.created_by, w.created_at';
 
 /** Cancels every workflow the filter picks (at most `limit`, oldest first); returns them as cancelled. */
