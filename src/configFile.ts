@@ -10,6 +10,7 @@ import { ConfigError } from './errors.js';
 import { trustProxySchema } from './http/trustedProxies.js';
 import type { Secrets } from './secrets.js';
 import { retentionSchema, type RetentionPolicy } from './retention/retentionPolicy.js';
+import { approvalLinksSchema, notifySchema, type ApprovalLinksConfig, type NotifyHook } from './notify/notifyConfig.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
@@ -83,6 +84,8 @@ const fileSchema = z.strictObject({
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
   retention: retentionSchema.optional(),
+  notify: notifySchema.optional(),
+  approvalLinks: approvalLinksSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -118,6 +121,9 @@ export interface StepdFileConfig {
   api?: ApiConfig;
   /** How long finished workflows and signals are kept, in milliseconds (docs/operations.md). */
   retention?: RetentionPolicy;
+  /** Webhooks on events, and the approval links they carry (src/notify/notifyConfig.ts). */
+  notify?: NotifyHook[];
+  approvalLinks?: ApprovalLinksConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {

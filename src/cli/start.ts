@@ -83,6 +83,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       let executor: Executor | undefined;
       let http: RunningHttpServer | undefined;
       let scheduler: Scheduler | undefined;
+      let notifications: { stop(): Promise<void> } | undefined;
       // /metrics (with --http) and traces (when OTEL_* asks for them): loaded only when used.
       let metrics: PromMetrics | undefined;
       let tracing: StepTracing = NO_TRACING;
@@ -116,8 +117,11 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }
+        // Webhooks (config notify) through pg-boss, in the background like schedules.
+        if (file.config.notify?.length) notifications = (await import('../notify/startNotifications.js')).startNotifications({ databaseUrl: url, schema: options.schema, log, hooks: file.config.notify, links: file.config.approvalLinks, httpUrl: http?.url });
       } catch (err) {
         await http?.close().catch(() => {});
+        await notifications?.stop().catch(() => {});
         await scheduler?.stop().catch(() => {});
         await executor?.stop({ graceMs: 0 }).catch(() => {});
         await metrics?.close().catch(() => {});
@@ -139,6 +143,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
           try {
             await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
             await scheduler?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the schedules'));
+            await notifications?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the notifications'));
             await running.stop();
             await metrics?.close().catch((err: unknown) => log.error({ err }, 'could not close the metrics'));
             await tracing.shutdown().catch((err: unknown) => log.error({ err }, 'could not export the last trace spans'));

@@ -62,6 +62,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
       dashboard: { operations, db },
       events,
       mcp: createMcpHttpHandler({ operations, log }),
+      links: { operations, pool, log },
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
     });
     server = await startHttpServer(app, { ...(opts.host ? { host: opts.host } : {}), port: opts.port });
