@@ -5,7 +5,7 @@
  * The secret is a `${VAR}` like every other (expanded, then redacted from logs as a secret). Pure.
  */
 import { z } from 'zod';
-import { parseDuration } from '../flow/duration.js';
+import { durationText } from '../durationText.js';
 
 export const NOTIFY_EVENTS = ['step.waiting', 'workflow.failed'] as const;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
@@ -19,15 +19,6 @@ export const notifySchema = z.array(
     secret: z.string().min(MIN_HOOK_SECRET_LENGTH, `must be at least ${MIN_HOOK_SECRET_LENGTH} characters; use a long random value from the environment ("\${HOOK_SECRET}")`),
   }),
 );
-
-const durationText = z.string().transform((v, ctx) => {
-  try {
-    return parseDuration(v);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    return z.NEVER;
-  }
-});
 
 export const approvalLinksSchema = z.strictObject({
   /** Where the daemon's HTTP server is reached by whoever gets the notification (default: its own --http URL). */

@@ -4,17 +4,8 @@
  * "90d", "cancelled": "30d", "signals": "7d"}`; a status left out is kept for ever. Pure.
  */
 import { z } from 'zod';
-import { parseDuration } from '../flow/duration.js';
+import { durationText as retentionDuration } from '../durationText.js';
 import type { FinishedStatus } from '../db/queries/retention.js';
-
-const retentionDuration = z.string().transform((v, ctx) => {
-  try {
-    return parseDuration(v);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    return z.NEVER;
-  }
-});
 
 export const retentionSchema = z.strictObject({
   completed: retentionDuration.optional(),

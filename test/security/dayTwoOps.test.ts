@@ -26,6 +26,14 @@ function poolAs(env: SecurityEnv, url: string): pg.Pool {
   return pool;
 }
 
+/** The operations as the daemon's HTTP side runs them: one trusted role for every user, `ops-admin` an admin. */
+function sharedRoleOperations(env: SecurityEnv): Operations {
+  const pool = createPool({ url: env.t.url, schema: env.t.schema, role: 'client', max: 2 });
+  const db = createKysely(pool);
+  onCleanup(() => db.destroy());
+  return new Operations({ pool, db, schema: env.t.schema, admins: ['ops-admin'] });
+}
+
 async function noGrants(env: SecurityEnv) {
   const { url } = await createLoginRole(env.t, null, `nogrant_${env.client.role}`);
   const pool = new pg.Pool({ connectionString: url, max: 1 });
@@ -84,10 +92,7 @@ describe('fork_workflow: who may fork what', () => {
 
   it("through the daemon's shared role: a user forks only its own workflows (admins any), and replaces a gate's answer only as its approver", async () => {
     const env = await securityEnv();
-    const pool = createPool({ url: env.t.url, schema: env.t.schema, role: 'client', max: 2 });
-    const db = createKysely(pool);
-    onCleanup(() => db.destroy());
-    const ops = new Operations({ pool, db, schema: env.t.schema, admins: ['ops-admin'] });
+    const ops = sharedRoleOperations(env);
     const gated = { start: 'approve', steps: { approve: { approval: { approvers: ['carol'] }, next: 'after' }, after: GATED.steps.after } };
     const id = await insertWorkflow(env.t, gated, {}, { user: 'alice' });
     const gate = await waitForStep(env.t, id, 'approve', 'pending');
@@ -131,10 +136,7 @@ describe('bulk cancel and retry by filter', () => {
 
   it("through the daemon's shared role: a user's bulk action is narrowed to its own workflows; naming another user is refused", async () => {
     const env = await securityEnv();
-    const pool = createPool({ url: env.t.url, schema: env.t.schema, role: 'client', max: 2 });
-    const db = createKysely(pool);
-    onCleanup(() => db.destroy());
-    const ops = new Operations({ pool, db, schema: env.t.schema, admins: ['ops-admin'] });
+    const ops = sharedRoleOperations(env);
     const alice = await insertWorkflow(env.t, GATED, {}, { name: 'job', user: 'alice' });
     const bob = await insertWorkflow(env.t, GATED, {}, { name: 'job', user: 'bob' });
     await waitForStep(env.t, alice, 'approve', 'pending');
