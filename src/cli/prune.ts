@@ -31,7 +31,7 @@ export function registerPrune(program: Command): void {
     program
       .command('prune')
       .description(PRUNE_SUMMARY)
-      .option('--config <path>', 'config file whose "retention" section applies (default: ./stepd.config.json if present)')
+      .option('--config <path>', 'config file whose "retention" section applies (default: ./stepd.config.json if present and no duration is given)')
       .option('--completed <duration>', 'delete completed workflows finished longer ago than this (e.g. 30d)')
       .option('--failed <duration>', 'delete failed workflows finished longer ago than this')
       .option('--cancelled <duration>', 'delete cancelled workflows cancelled longer ago than this')
@@ -81,7 +81,10 @@ trusted deletes only the workflows it started (the same rule as delete_workflows
 
 /** The config's retention, each status overridden by its flag; refused when nothing would be pruned. */
 async function policyFrom(flags: PruneFlags): Promise<RetentionPolicy> {
-  const file = flags.config ?? (existsSync('stepd.config.json') ? 'stepd.config.json' : undefined);
+  const keys = ['completed', 'failed', 'cancelled', 'signals'] as const;
+  // Durations on the command line are the whole policy unless --config is named too.
+  const given = keys.some((k) => flags[k] !== undefined);
+  const file = flags.config ?? (!given && existsSync('stepd.config.json') ? 'stepd.config.json' : undefined);
   let policy: RetentionPolicy = {};
   if (file !== undefined) {
     try {
@@ -90,7 +93,7 @@ async function policyFrom(flags: PruneFlags): Promise<RetentionPolicy> {
       throw new CliError(`cannot read the retention of ${file}: ${errorMessage(err)}`, EXIT.invalid);
     }
   }
-  for (const key of ['completed', 'failed', 'cancelled', 'signals'] as const) {
+  for (const key of keys) {
     const text = flags[key];
     if (text === undefined) continue;
     try {

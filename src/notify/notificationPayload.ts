@@ -29,7 +29,7 @@ export function gateOf(flowJson: unknown, name: string): GateNotice | undefined 
   const steps = isObject(flow) && isObject(flow.steps) ? flow.steps : undefined;
   const step = steps && Object.hasOwn(steps, name) ? steps[name] : undefined;
   if (!isObject(step)) return undefined;
-  const waits = step.tool !== undefined || step.workflow !== undefined || step.signal !== undefined || step.wait !== undefined;
+  const waits = [step.tool, step.workflow, step.signal, step.wait].some((v) => v !== undefined && v !== null);
   if (waits || (step.approval === undefined && !flat)) return undefined;
   const approval = isObject(step.approval) ? step.approval : {};
   const notice: GateNotice = { links: approval.links === true };
