@@ -135,6 +135,19 @@ describe('stepd prune', () => {
     expect(left.map((r) => r.id)).toEqual([done[1], live]);
     expect(await getSteps(t, done[0]!)).toEqual([]);
 
+    // A parent goes with its sub-workflows; signals (trusted roles only: this is the superuser) by age.
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('child', $1)`, [JSON.stringify(CHAIN)]);
+    const parent = await insertWorkflow(t, { start: 'sub', steps: { sub: { workflow: { name: 'child', input: { rows: 1 } }, done: true } } }, {}, { name: 'parent' });
+    expect((await waitForWorkflow(t, parent)).status).toBe('completed');
+    await t.q(`INSERT INTO stepd.signals (name) VALUES ('old.news')`);
+    const tree = await runCli(['prune', '--completed', '0s', '--name', 'parent'], { env });
+    expect(tree.code, tree.stderr).toBe(0);
+    expect(tree.stdout).toMatch(/deleted 1 workflow\(s\) \(1 completed\)/);
+    expect(await t.q(`SELECT id FROM stepd.workflows WHERE id = $1 OR parent_id = $1`, [parent])).toEqual([]);
+    const signals = await runCli(['prune', '--signals', '0s'], { env });
+    expect(signals.stdout).toMatch(/deleted 0 workflow\(s\) \(none\) and 1 signal\(s\)/);
+    expect(await t.q(`SELECT id FROM stepd.signals`)).toEqual([]);
+
     const kept = await runCli(['prune', '--completed', '1d'], { env });
     expect(kept.stdout).toMatch(/deleted 0 workflow/);
     const none = await runCli(['prune'], { env });
