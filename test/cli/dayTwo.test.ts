@@ -45,6 +45,28 @@ describe('stepd fork', () => {
     expect((await waitForWorkflow(t, JSON.parse(again.stdout).id)).output).toEqual({ published: 9 });
   });
 
+  it('forks a failed workflow from the step that decided, with the earlier value corrected, and it completes', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const flow = {
+      start: 'check',
+      steps: {
+        check: { tool: 'core.echo', args: { ok: '{{input.ok}}' }, next: 'decide' },
+        decide: { tool: 'core.echo', args: { ok: '{{steps.check.result.ok}}' }, branch: [{ if: 'result.ok == true', then: 'fine' }, { if: 'result.ok == false', then: 'boom' }] },
+        boom: { tool: 'core.fail', args: { message: 'not ok' }, done: true },
+        fine: { tool: 'core.echo', args: { fine: true }, done: true, output: '{{result}}' },
+      },
+    };
+    const src = await insertWorkflow(t, flow, { ok: false }, { name: 'checked' });
+    expect((await waitForWorkflow(t, src)).status).toBe('failed');
+    const r = await runCli(['fork', src, '--from', 'decide', '--result', 'check={"ok": true}', '--follow'], { env: envFor(t) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/running from decide/);
+    const [fork] = await t.q(`SELECT id, status, output FROM stepd.workflows WHERE forked_from = $1`, [src]);
+    expect(fork).toMatchObject({ status: 'completed', output: { fine: true } });
+    expect((await getWorkflow(t, src)).status).toBe('failed');
+  });
+
   it('refuses a step that never ran, a result for a later step, and a bad --result', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
