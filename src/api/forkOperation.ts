@@ -11,7 +11,7 @@ import type { Kysely } from 'kysely';
 import { forkWorkflowAsRole } from '../db/queries/fork.js';
 import { getWorkflow } from '../db/reads.js';
 import type { Database } from '../db/tables.js';
-import { normalizeFlow } from '../flow/spec.js';
+import { gateOf } from '../notify/notificationPayload.js';
 import { OperationError, parseIdOrFail, workflowNotFoundMessage } from './errors.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 
@@ -59,7 +59,7 @@ export async function forkWorkflowAsUser(deps: ForkDeps, user: string, args: For
     });
   }
   for (const name of Object.keys(results ?? {})) {
-    if (!isGate(wf.flow, name)) continue;
+    if (gateOf(wf.flow, name) === undefined) continue;
     const gate = gateInfo(wf.flow, name);
     if (gate.approvers === undefined || !mayApprove(gate, user)) {
       throw new OperationError('permission_denied', `user "${user}" may not replace the result of gate "${name}" in a fork: ${gate.approvers ? `its approvers are ${gate.approvers.join(', ')}` : 'a gate\'s answer is its approver\'s'}; fork from the gate instead so it asks again`, {
@@ -69,12 +69,4 @@ export async function forkWorkflowAsUser(deps: ForkDeps, user: string, args: For
   }
   const newId = await forkWorkflowAsRole(deps.pool, { sourceId: id, fromStep, input: (args.input as Record<string, unknown> | undefined) ?? null, results });
   return { workflowId: newId, forkedFrom: String(wf.id), fromStep, name: wf.name };
-}
-
-/** Whether `name` is an approval gate in the stored flow (either form). */
-function isGate(flowJson: unknown, name: string): boolean {
-  const { flow } = normalizeFlow(flowJson);
-  const steps = isObject(flow) && isObject(flow.steps) ? flow.steps : undefined;
-  const step = steps && Object.hasOwn(steps, name) ? steps[name] : undefined;
-  return isObject(step) && step.approval !== undefined && step.approval !== false;
 }
