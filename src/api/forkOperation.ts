@@ -12,6 +12,8 @@ import { forkWorkflowAsRole } from '../db/queries/fork.js';
 import { getWorkflow } from '../db/reads.js';
 import type { Database } from '../db/tables.js';
 import { gateOf } from '../notify/notificationPayload.js';
+import { forkStartProblem } from '../flow/forkStart.js';
+import { compileFlow } from '../flow/validate.js';
 import { OperationError, parseIdOrFail, workflowNotFoundMessage } from './errors.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 
@@ -58,6 +60,8 @@ export async function forkWorkflowAsUser(deps: ForkDeps, user: string, args: For
       details: { user, createdBy: wf.created_by },
     });
   }
+  const problem = fromStep === null ? undefined : forkProblemOf(wf.flow, fromStep);
+  if (problem) throw new OperationError('refused', `workflow ${wf.id} cannot be forked from there: ${problem}; nothing was started`);
   for (const name of Object.keys(results ?? {})) {
     if (gateOf(wf.flow, name) === undefined) continue;
     const gate = gateInfo(wf.flow, name);
@@ -69,4 +73,11 @@ export async function forkWorkflowAsUser(deps: ForkDeps, user: string, args: For
   }
   const newId = await forkWorkflowAsRole(deps.pool, { sourceId: id, fromStep, input: (args.input as Record<string, unknown> | undefined) ?? null, results });
   return { workflowId: newId, forkedFrom: String(wf.id), fromStep, name: wf.name };
+}
+
+/** Why a fork of a stored flow cannot run from `step` (forkStart.ts), or undefined (also when the flow no longer compiles: the database and the executor decide then). */
+export function forkProblemOf(flowJson: unknown, step: string): string | undefined {
+  if (flowJson === null || flowJson === undefined) return undefined;
+  const compiled = compileFlow(flowJson);
+  return compiled.ok ? forkStartProblem(compiled.flow, step) : undefined;
 }

@@ -50,6 +50,12 @@ answer of a gate (fork from the gate so its approvers answer again).`,
       if (results && flags.from === undefined) throw new CliError('--result needs --from (the step the fork runs from)', EXIT.invalid);
       process.exitCode = await withDatabase(flags, async (ctx) => {
         const { forkWorkflowAsRole } = await import('../db/queries/fork.js');
+        if (flags.from !== undefined) {
+          const { getWorkflow } = await import('../db/reads.js');
+          const { forkProblemOf } = await import('../api/forkOperation.js');
+          const problem = forkProblemOf((await getWorkflow(ctx.db, id))?.flow, flags.from);
+          if (problem) throw new CliError(`workflow ${id} cannot be forked from there: ${problem}; nothing was started`);
+        }
         const follower = flags.follow ? new Follower(ctx, { json: flags.json === true }) : undefined;
         await follower?.listen();
         try {

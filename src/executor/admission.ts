@@ -4,6 +4,7 @@
  * the config's `clients`, and the first step created — already claimed by this executor where
  * its slots allow (TxWriter's claim on create), so it starts without waiting for a claim.
  */
+import { forkStartProblem } from '../flow/forkStart.js';
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
 import {
@@ -166,8 +167,9 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   advance.event('workflow.started');
   // A fork (sql/0031) runs from its chosen step, the results before it copied by fork_workflow.
   const first = row.fork_step ?? compiled.flow.start;
-  if (!compiled.flow.steps.has(first)) {
-    const error: ErrorData = { code: 'invalid_fork', message: storableText(`the fork's step ${JSON.stringify(first)} is not in the flow`) };
+  const forkProblem = row.fork_step ? forkStartProblem(compiled.flow, row.fork_step) : undefined;
+  if (forkProblem) {
+    const error: ErrorData = { code: 'invalid_fork', message: storableText(`this fork cannot run: ${forkProblem}`) };
     await failWorkflowIfActive(client, row.id, error);
     w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
     return;

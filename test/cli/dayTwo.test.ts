@@ -67,6 +67,35 @@ describe('stepd fork', () => {
     expect((await getWorkflow(t, src)).status).toBe('failed');
   });
 
+  it('copies a settled fan-out before the step (its branch rows linked to the copied fork row) and runs on from there', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t);
+    const flow = {
+      start: 'each',
+      steps: {
+        each: { forEach: { items: '{{input.items}}', step: 'summarize' }, join: 'report' },
+        summarize: { tool: 'core.echo', args: { summary: 'summary of {{item}}' } },
+        report: { tool: 'core.echo', args: { summaries: '{{results}}' }, next: 'final' },
+        final: { tool: 'core.echo', args: { n: '{{steps.report.result.summaries}}' }, done: true, output: '{{result}}' },
+      },
+    };
+    const src = await insertWorkflow(t, flow, { items: ['a', 'b'] });
+    const done = await waitForWorkflow(t, src);
+    expect(done.status, JSON.stringify(done.error)).toBe('completed');
+    const r = await runCli(['fork', src, '--from', 'final', '--json'], { env: envFor(t) });
+    expect(r.code, r.stderr).toBe(0);
+    const forkId = JSON.parse(r.stdout).id as string;
+    const fork = await waitForWorkflow(t, forkId);
+    expect(fork.status, JSON.stringify(fork.error)).toBe('completed');
+    expect(fork.output).toEqual(done.output);
+    const rows = await getSteps(t, forkId);
+    const forkRow = rows.find((s) => s.name === 'each')!;
+    expect(rows.filter((s) => s.name === 'summarize').map((s) => [s.fanout_id, s.item_index])).toEqual([[forkRow.id, 0], [forkRow.id, 1]]);
+    expect((await getSteps(t, src)).map((s) => s.name)).toEqual(rows.map((s) => s.name));
+    // A step that ran only inside the fan-out is no place to fork from (the database says so).
+    await expect(t.q(`SELECT stepd.fork_workflow($1, 'summarize')`, [src])).rejects.toThrow(/never ran at the top level/);
+  });
+
   it('refuses a step that never ran, a result for a later step, and a bad --result', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
@@ -75,14 +104,19 @@ describe('stepd fork', () => {
     const env = envFor(t);
     const never = await runCli(['fork', src, '--from', 'nope'], { env });
     expect(never.code).toBe(1);
-    expect(never.stderr).toMatch(/never ran at the top level/);
+    expect(never.stderr).toMatch(/step "nope" is not in the flow/);
     const later = await runCli(['fork', src, '--from', 'double', '--result', 'publish={}'], { env });
     expect(later.code).toBe(1);
     expect(later.stderr).toMatch(/did not finish before step/);
+    const join = await insertWorkflow(t, { start: 'each', steps: { each: { forEach: { items: [1, 2], step: 'one' }, join: 'all' }, one: { tool: 'core.echo', args: { n: '{{item}}' } }, all: { tool: 'core.echo', args: { r: '{{results}}' }, done: true } } });
+    await waitForWorkflow(t, join);
+    const fromJoin = await runCli(['fork', join, '--from', 'all'], { env });
+    expect(fromJoin.code).toBe(1);
+    expect(fromJoin.stderr).toMatch(/is the join of fan-out "each", which gives it its results: fork from "each" instead/);
     const bad = await runCli(['fork', src, '--from', 'double', '--result', 'fetch'], { env });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/STEP=JSON/);
-    expect((await t.q(`SELECT count(*)::int AS n FROM stepd.workflows`))[0].n).toBe(1);
+    expect((await t.q(`SELECT count(*)::int AS n FROM stepd.workflows`))[0].n).toBe(2);
   });
 });
 
