@@ -31,7 +31,6 @@ import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
-import { pruneAsLeader } from '../retention/leaderRetention.js';
 import { redriveRequested } from './redrive.js';
 import { WorkflowCache } from './workflowCache.js';
 import { NO_METRICS, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
@@ -381,10 +380,9 @@ export class Executor {
     // Redrive requests are looked for at every sweep too, even while the loop never idles.
     this.redrivePending = true;
     try {
-      const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r) };
+      const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r), retention: this.deps.retention };
       const report = await runWatchdogOnce(watchdog);
       const own = await rescueOwnStepsPastLease(watchdog, () => this.outcomes.stepIds());
-      if (report.leader) await pruneAsLeader({ pool: this.pool, log: this.deps.log, policy: this.deps.retention });
       this.metrics.rescued('executor_dead', report.orphaned);
       this.metrics.rescued('lease_expired', report.lost + own);
       await abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running);
