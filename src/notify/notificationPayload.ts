@@ -4,7 +4,7 @@
  *
  *   {"id": "<outbox id>", "type": "step.waiting", "schema": "stepd", "at": "<ISO>",
  *    "workflow": {"id", "name", "user", "parentId"},
- *    "step": {"id", "name", "message", "approvers", "expiresAt"},
+ *    "step": {"id", "name", "message", "approvers", "schema", "expiresAt"},
  *    "links": [{"user", "approve": "<url>", "reject": "<url>", "expiresAt"}]}        (approval.links)
  *   {"id", "type": "workflow.failed", "schema", "at", "workflow": {…}, "error": {"code", "message", "step"}}
  */
@@ -14,6 +14,8 @@ import type { NotifiedStep, NotifiedWorkflow } from '../db/queries/notifications
 export interface GateNotice {
   message?: string;
   approvers?: string[];
+  /** approval.schema: what an approval's data must look like (an approve link sends none: {"approved": true}). */
+  schema?: unknown;
   /** approval.links: true */
   links: boolean;
 }
@@ -36,6 +38,7 @@ export function gateOf(flowJson: unknown, name: string): GateNotice | undefined 
   if (typeof approval.message === 'string') notice.message = approval.message;
   else if (typeof step.description === 'string') notice.message = step.description;
   if (Array.isArray(approval.approvers)) notice.approvers = approval.approvers.filter((a): a is string => typeof a === 'string');
+  if (approval.schema !== undefined) notice.schema = approval.schema;
   return notice;
 }
 
@@ -70,6 +73,7 @@ export function waitingPayload(o: { id: string; schema: string; at: Date; wf: No
       name: o.step.name,
       ...(message !== undefined ? { message } : {}),
       ...(o.gate.approvers !== undefined ? { approvers: o.gate.approvers } : {}),
+      ...(o.gate.schema !== undefined ? { schema: o.gate.schema } : {}),
       expiresAt: o.step.expires_at ? new Date(o.step.expires_at).toISOString() : null,
     },
     ...(o.links ? { links: o.links } : {}),

@@ -8,13 +8,13 @@ describe('gateOf', () => {
     const steps = {
       start: 'g',
       steps: {
-        g: { approval: { message: 'Ship?', approvers: ['carol', 'ops-*'], links: true }, next: 'w' },
+        g: { approval: { message: 'Ship?', approvers: ['carol', 'ops-*'], links: true, schema: { type: 'object' } }, next: 'w' },
         w: { signal: { name: 'paid' }, next: 's' },
         s: { workflow: { name: 'child' }, next: 't' },
         t: { tool: 'core.echo', args: {} },
       },
     };
-    expect(gateOf(steps, 'g')).toEqual({ message: 'Ship?', approvers: ['carol', 'ops-*'], links: true });
+    expect(gateOf(steps, 'g')).toEqual({ message: 'Ship?', approvers: ['carol', 'ops-*'], links: true, schema: { type: 'object' } });
     for (const name of ['w', 's', 't', 'missing']) expect(gateOf(steps, name)).toBeUndefined();
     const flat = { start: { name: 'draft', tool: 'core.echo', args: {}, next: 'ok' }, ok: { name: 'ok', tool: null, description: 'Publish it?', done: true } };
     expect(gateOf(flat, 'ok')).toEqual({ message: 'Publish it?', links: false });
