@@ -11,6 +11,8 @@ import { trustProxySchema } from './http/trustedProxies.js';
 import { rateSpecSchema } from './tools/rates.js';
 import type { Secrets } from './secrets.js';
 import { llmConfigSchema, type LlmConfig } from './tools/llm/llmConfig.js';
+import { retentionSchema, type RetentionPolicy } from './retention/retentionPolicy.js';
+import { approvalLinksSchema, notifySchema, type ApprovalLinksConfig, type NotifyHook } from './notify/notifyConfig.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http', 'llm'];
@@ -90,6 +92,9 @@ const fileSchema = z.strictObject({
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
   llm: llmConfigSchema.optional(),
+  retention: retentionSchema.optional(),
+  notify: notifySchema.optional(),
+  approvalLinks: approvalLinksSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -125,6 +130,11 @@ export interface StepdFileConfig {
   api?: ApiConfig;
   /** Model providers, prices and cost budgets (src/tools/llm/llmConfig.ts). */
   llm?: LlmConfig;
+  /** How long finished workflows and signals are kept, in milliseconds (docs/operations.md). */
+  retention?: RetentionPolicy;
+  /** Webhooks on events, and the approval links they carry (src/notify/notifyConfig.ts). */
+  notify?: NotifyHook[];
+  approvalLinks?: ApprovalLinksConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {

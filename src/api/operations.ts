@@ -42,6 +42,9 @@ import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
+import { bulkAsUser, type BulkInput } from './bulkOperation.js';
+import type { BulkResult } from './bulkActions.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
 export type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WaitingSignal, WorkflowDetails } from './operationTypes.js';
@@ -241,6 +244,16 @@ export class Operations {
         redriveRequestedAt: wf.redrive_requested_at ? new Date(wf.redrive_requested_at).toISOString() : null,
       };
     });
+  }
+
+  /** Forks a workflow (sql/0031): its own user or an admin only; see forkOperation.ts. */
+  async forkWorkflow(user: string, args: ForkWorkflowInput): Promise<ForkedWorkflow> {
+    return this.#db(() => forkWorkflowAsUser(this.#deps, user, args));
+  }
+
+  /** Cancels or retries every workflow a filter picks, or lists them (dryRun); see bulkOperation.ts. */
+  async bulkWorkflows(user: string, args: BulkInput): Promise<BulkResult> {
+    return this.#db(() => bulkAsUser(this.#deps, user, args));
   }
 
   /** Checks a flow the way the executor does; every issue with its path. No database needed. */

@@ -12,9 +12,10 @@ import { resolveCaps, type Caps } from '../flow/caps.js';
 import { compileFlow } from '../flow/validate.js';
 import { CliError, EXIT, errorMessage, out, outJson, parseId, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { Follower } from './follow.js';
+import { hasBulkFilter, runBulkFromCli, withBulkOptions, type BulkFlags } from './bulkFlags.js';
 import { formatError } from './format.js';
 
-interface RetryFlags extends DatabaseFlags {
+interface RetryFlags extends BulkFlags {
   follow?: boolean;
   wait?: boolean;
   json?: boolean;
@@ -25,14 +26,17 @@ const WAIT_POLL_MS = 200;
 
 export function registerRetry(program: Command): void {
   withDatabaseOptions(
+    withBulkOptions(
     program
       .command('retry')
       .description('redrive a failed workflow: its failed steps get new attempts, done steps keep their results, and it goes on from there')
-      .argument('<id>', 'workflow id')
+      .argument('[id]', 'workflow id (or filter options instead: --name, --user, --since)')
       .option('-f, --follow', 'then print each step until the workflow ends; exit 0 completed, 2 failed (or refused), 3 cancelled')
       .option('--wait', 'wait until a daemon took the request (as long as it takes; Ctrl-C to stop) and say whether it resumed or refused it; exit 0 resumed, 2 refused')
       .option('--config <path>', "the daemon's config file, for its caps (default: ./stepd.config.json if present)")
       .option('--json', 'print JSON (with --follow: one event per line)'),
+    'retry',
+    ),
   )
     .addHelpText(
       'after',
@@ -41,6 +45,8 @@ Examples:
   stepd retry 7                 # request the redrive; the daemon picks it up
   stepd retry 7 --follow        # and follow the workflow to its end
   stepd retry 7 --wait --json   # wait for the daemon's decision: resumed or refused
+  stepd retry --name nightly --since 1d --dry-run   # list the failed "nightly" workflows of the last day
+  stepd retry --name nightly --since 1d             # redrive them (one statement)
 
 The same as:  UPDATE stepd.workflows SET status = 'running' WHERE id = 7 AND status = 'failed';
 Refused with the reason (exit 1, nothing written) when the workflow is not failed, failed
@@ -48,7 +54,12 @@ before it was admitted, its flow is invalid under today's caps, or its failure l
 run again. The daemon checks again and may still refuse: the workflow is then failed again with
 code redrive_refused (the reason in error.details.reason, the original error in error.details.error).`,
     )
-    .action(async (idText: string, flags: RetryFlags) => {
+    .action(async (idText: string | undefined, flags: RetryFlags) => {
+      if (idText !== undefined && hasBulkFilter(flags)) throw new CliError('give a workflow id or filter options, not both', EXIT.invalid);
+      if (idText === undefined) {
+        if (!hasBulkFilter(flags)) throw new CliError('give a workflow id, or filter options (--name, --user, --since) to retry many', EXIT.invalid);
+        return runBulkFromCli('retry', flags);
+      }
       const id = parseId(idText, 'workflow id');
       const caps = await capsFrom(flags.config);
       process.exitCode = await withDatabase(flags, async (ctx) => {

@@ -84,6 +84,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
       let executor: Executor | undefined;
       let http: RunningHttpServer | undefined;
       let scheduler: Scheduler | undefined;
+      let notifications: { stop(): Promise<void> } | undefined;
       // /metrics (with --http) and traces (when OTEL_* asks for them): loaded only when used.
       let metrics: PromMetrics | undefined;
       let tracing: StepTracing = NO_TRACING;
@@ -95,7 +96,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
         if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
         await probeMcpServers(toolbox, log);
-        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, rates: ratePolicy(file.config.limits?.rates), ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(file.config.llm ? { llm: file.config.llm } : {}), ...(metrics ? { metrics } : {}), tracing });
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, rates: ratePolicy(file.config.limits?.rates), ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(file.config.llm ? { llm: file.config.llm } : {}), ...(file.config.retention ? { retention: file.config.retention } : {}), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
         if ((flags as { schedules?: boolean }).schedules !== false) {
@@ -117,8 +118,11 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }
+        // Webhooks (config notify) through pg-boss, in the background like schedules.
+        if (file.config.notify?.length) notifications = (await import('../notify/startNotifications.js')).startNotifications({ databaseUrl: url, schema: options.schema, log, hooks: file.config.notify, links: file.config.approvalLinks, httpUrl: http?.url });
       } catch (err) {
         await http?.close().catch(() => {});
+        await notifications?.stop().catch(() => {});
         await scheduler?.stop().catch(() => {});
         await executor?.stop({ graceMs: 0 }).catch(() => {});
         await metrics?.close().catch(() => {});
@@ -140,6 +144,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
           try {
             await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
             await scheduler?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the schedules'));
+            await notifications?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the notifications'));
             await running.stop();
             await metrics?.close().catch((err: unknown) => log.error({ err }, 'could not close the metrics'));
             await tracing.shutdown().catch((err: unknown) => log.error({ err }, 'could not export the last trace spans'));

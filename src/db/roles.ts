@@ -58,6 +58,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     // Deployments migrated before sql/0020 granted these (LOCK TABLE in any mode): taken back.
     `REVOKE DELETE ON ${t('workflows')} FROM ${ident(r.client)}`,
     `GRANT EXECUTE ON FUNCTION ${s}.delete_workflows(pg_catalog.int8[]) TO ${ident(r.executor)}, ${ident(r.client)}`,
+    // Forks (sql/0031): the function judges who may fork what.
+    `GRANT EXECUTE ON FUNCTION ${s}.fork_workflow(pg_catalog.int8, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) TO ${ident(r.executor)}, ${ident(r.client)}`,
     // Schedules (sql/0014): clients add, change and remove them; the role that wrote one is stamped.
     ...(tables.includes('schedules')
       ? [

@@ -42,6 +42,9 @@ export interface WorkflowRow {
   redrives: number;
   /** Tokens and cost of its steps and ended sub-workflows (sql/0030); null when nothing reported any. */
   usage?: UsageTotal | null;
+  /** A fork's source workflow (sql/0031; it may have been pruned since) and the step it runs from (null: the start). */
+  forked_from?: string | null;
+  fork_step?: string | null;
 }
 
 export interface StepRow {

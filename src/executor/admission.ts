@@ -4,6 +4,7 @@
  * the config's `clients`, and the first step created — already claimed by this executor where
  * its slots allow (TxWriter's claim on create), so it starts without waiting for a claim.
  */
+import { forkStartProblem } from '../flow/forkStart.js';
 import type pg from 'pg';
 import { withTransaction } from '../db/connect.js';
 import {
@@ -169,7 +170,16 @@ async function admitOne(deps: TxDeps, client: pg.PoolClient, admitted: AdmittedW
   if (compiled.flow.timeoutMs !== undefined) await setWorkflowDeadline(client, row.id, compiled.flow.timeoutMs);
   const advance = new Advance(client, deps, wf, w);
   advance.event('workflow.started');
-  await advance.createStep(compiled.flow.start, { fanoutId: null, itemIndex: null }, {});
+  // A fork (sql/0031) runs from its chosen step, the results before it copied by fork_workflow.
+  const first = row.fork_step ?? compiled.flow.start;
+  const forkProblem = row.fork_step ? forkStartProblem(compiled.flow, row.fork_step) : undefined;
+  if (forkProblem) {
+    const error: ErrorData = { code: 'invalid_fork', message: storableText(`this fork cannot run: ${forkProblem}`) };
+    await failWorkflowIfActive(client, row.id, error);
+    w.event({ type: 'workflow.failed', schema: deps.schema, workflowId: row.id, error: { code: error.code, message: error.message }, at: new Date().toISOString() });
+    return;
+  }
+  await advance.createStep(first, { fanoutId: null, itemIndex: null }, {});
   if (advance.ended) deps.cache.forget(wf.id);
   deps.log.info({ workflowId: row.id, workflow: row.name, user: row.created_by }, 'workflow started');
 }

@@ -399,7 +399,7 @@ export class Executor {
     // Redrive requests are looked for at every sweep too, even while the loop never idles.
     this.redrivePending = true;
     try {
-      const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r) };
+      const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r), retention: this.deps.retention };
       const report = await runWatchdogOnce(watchdog);
       const own = await rescueOwnStepsPastLease(watchdog, () => this.outcomes.stepIds());
       this.metrics.rescued('executor_dead', report.orphaned);

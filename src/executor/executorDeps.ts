@@ -10,6 +10,7 @@ import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import type { StepTracing } from '../telemetry/stepTracing.js';
 import type { LimitPolicy } from '../tools/limits.js';
 import type { RatePolicy } from '../tools/rates.js';
+import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { ClaimDeps, FairClaimState } from './claimSteps.js';
 import type { ExecutorOptions } from './options.js';
@@ -41,6 +42,8 @@ export interface ExecutorDeps {
   tracing?: StepTracing;
   /** The config's `llm` section: its per-user cost budgets are checked before model calls (costBudget.ts). */
   llm?: LlmConfig;
+  /** What the watchdog's leader deletes, and after how long (config `retention`). */
+  retention?: RetentionPolicy;
 }
 
 /** The parts every bundle is made of. */

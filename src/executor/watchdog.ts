@@ -4,7 +4,7 @@
  * (retryable) whatever their lease; steps whose lease ran out likewise, unless their executor is
  * alive (beating, its listener's session open: it answers for its own steps); gates past their
  * deadline apply `onTimeout`; workflows past their timeout fail with `deadline`; the
- * executor-id claims of ended sessions are forgotten.
+ * executor-id claims of ended sessions are forgotten; what retention no longer keeps is deleted.
  *
  * Every rescue is fenced: a dead executor's step is finished only while it is still `running`
  * under that executor's id, so an executor that was merely slow and comes back cannot record
@@ -28,6 +28,8 @@ import { signalTimeoutOutcome } from './signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
 import { emptyTxResult } from './writerTransaction.js';
+import { pruneAsLeader } from '../retention/leaderRetention.js';
+import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 
 export interface WatchdogDeps {
   tx: TxDeps;
@@ -36,6 +38,8 @@ export interface WatchdogDeps {
   /** Called with each transaction's result (abort cancelled tools, wake the loop). */
   onResult: (r: TxResult) => void;
   batch?: number;
+  /** What the leader deletes at the end of its sweep (config `retention`; src/retention/). */
+  retention?: RetentionPolicy | undefined;
 }
 
 export interface SweepReport {
@@ -171,5 +175,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     if (r.recorded.size > 0) report.overdue++;
     deps.onResult(r);
   }
+  // Retention last: rescues come first, and a slow delete never holds them up.
+  await pruneAsLeader({ pool, log: deps.log, policy: deps.retention });
   return report;
 }

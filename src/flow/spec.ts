@@ -49,6 +49,8 @@ export const approvalSpec = z
     schema: jsonSchemaSpec.optional(),
     /** Users who may approve or reject it (`*` matches any characters). */
     approvers: z.array(z.string().min(1)).min(1, 'approvers must name at least one user').optional(),
+    /** Put single-use approve and reject URLs into the gate's notification (config `notify`, docs/operations.md). */
+    links: z.boolean().optional(),
   })
   .strict();
 

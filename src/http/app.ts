@@ -15,10 +15,12 @@ import type { Logger } from '../logger.js';
 import { authenticate, type AuthPolicy, type HttpEnv } from './auth.js';
 import { requireCsrfToken, sameOriginWrites } from './csrf.js';
 import { mountActions } from './dashboard/actions.js';
+import { mountDayTwoActions } from './dashboard/dayTwoActions.js';
 import { mountPages, type DashboardDeps } from './dashboard/pages.js';
 import type { EventHub } from './eventHub.js';
 import { mountEvents } from './eventsRoute.js';
 import { mountSignIn } from './signIn.js';
+import { mountApprovalLinks, type ApprovalLinkDeps } from './approvalLinks.js';
 
 /** A web-standard handler that serves MCP for an authenticated user. */
 export type McpHandler = (request: Request, user: string) => Promise<Response>;
@@ -31,6 +33,8 @@ export interface HttpAppOptions {
   events?: EventHub;
   mcp?: McpHandler;
   metrics?: MetricsHandler;
+  /** The approval links of notifications (/links/…): their token is the credential, so they come before authentication. */
+  links?: ApprovalLinkDeps;
 }
 
 export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
@@ -41,6 +45,7 @@ export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
     c.header('Referrer-Policy', 'same-origin');
     c.header('X-Frame-Options', 'DENY');
   });
+  if (opts.links) mountApprovalLinks(app, opts.links);
   app.use('*', authenticate(opts.auth));
   app.use('*', sameOriginWrites());
   app.onError((err, c) => {
@@ -68,6 +73,7 @@ export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
   if (opts.dashboard) {
     const deps: DashboardDeps = { ...opts.dashboard, sessions: opts.auth.sessions };
     app.use('/workflows/*', requireCsrfToken(opts.auth.sessions));
+    mountDayTwoActions(app, deps);
     mountPages(app, deps);
     mountActions(app, deps);
   }

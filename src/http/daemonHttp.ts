@@ -66,6 +66,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
       dashboard: { operations, db, capacity: () => readCapacityGauges(pool, CAPACITY_GAUGE_CAP) },
       events,
       mcp: createMcpHttpHandler({ operations, log }),
+      links: { operations, pool, log },
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
     });
     server = await startHttpServer(app, { ...(opts.host ? { host: opts.host } : {}), port: opts.port });

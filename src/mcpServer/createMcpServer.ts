@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { MAX_LIST_LIMIT, WORKFLOW_STATUSES, toOperationError, type Operations } from '../api/operations.js';
 import type { Logger } from '../logger.js';
 import { render } from './render.js';
+import { DAY_TWO_TOOL_NAMES, registerDayTwoTools } from './dayTwoTools.js';
 
 export const STEPD_MCP_SERVER_NAME = 'stepd';
 
@@ -39,6 +40,7 @@ export const TOOL_NAMES = [
   'validate_flow',
   'list_flows',
   'list_tools',
+  ...DAY_TWO_TOOL_NAMES,
 ] as const;
 
 export function createMcpServer(ops: Operations, user: string, options: McpServerOptions = {}): McpServer {
@@ -221,6 +223,8 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     },
     () => run('list_tools', () => ops.listTools(user)),
   );
+
+  registerDayTwoTools(server, ops, user, run);
 
   // Workflows as resources too, for clients that attach context: the running ones are listed
   // (those with gates waiting first), any one can be read by id.

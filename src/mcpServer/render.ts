@@ -31,6 +31,16 @@ function headline(tool: string, result: object): string {
       const r = result as ReadiedStep;
       return `${tool === 'approve_step' ? 'approved' : 'rejected'} step ${r.stepId} (${r.name}) of workflow ${r.workflowId}${r.readiedBy ? ` as ${r.readiedBy}` : ''}`;
     }
+    case 'fork_workflow': {
+      const r = result as { workflowId: string; forkedFrom: string; fromStep: string | null };
+      return `forked workflow ${r.forkedFrom} as workflow ${r.workflowId}, running from ${r.fromStep ?? 'its start'}`;
+    }
+    case 'cancel_workflows':
+    case 'retry_workflows': {
+      const r = result as { dryRun: boolean; workflows: unknown[] };
+      const verb = tool === 'cancel_workflows' ? 'cancelled' : 'retried';
+      return r.dryRun ? `${r.workflows.length} workflow(s) would be ${verb}; nothing was changed` : `${r.workflows.length} workflow(s) ${verb}`;
+    }
     case 'cancel_workflow': {
       const r = result as { workflowId: string; name: string };
       return `cancelled workflow ${r.workflowId} (${r.name})`;

@@ -35,6 +35,10 @@ export function clientDb(client: pg.ClientBase): Db {
 /** The schedules queue's options: a tick's job is retried (a lost database) and kept a day. */
 export const SCHEDULE_QUEUE_OPTIONS = { retryLimit: 5, retryDelay: 5, retryBackoff: true, expireInSeconds: 120, deleteAfterSeconds: 86_400 } as const;
 
+/** The queue webhooks are delivered from (src/notify/notifier.ts): retried with back-off for about a day. */
+export const NOTIFY_QUEUE = 'stepd-notify';
+export const NOTIFY_QUEUE_OPTIONS = { retryLimit: 16, retryDelay: 2, retryBackoff: true, retryDelayMax: 3_600, expireInSeconds: 60, deleteAfterSeconds: 86_400 } as const;
+
 export interface BossSchemaResult {
   schema: string;
   /** needs-dba: this login may not create (or upgrade) it; `sql` is what a DBA runs. */
@@ -110,6 +114,7 @@ export async function migrateBossSchema(opts: { url: string; schema: string; log
     const manager = new PgBoss({ db: clientDb(client), schema: boss, migrate: false, schedule: false, supervise: false });
     // createQueue always takes pg-boss's own advisory lock (a known key, 30 s lock_timeout): not when the queue is there.
     if (!(await manager.getQueue(SCHEDULE_QUEUE))) await manager.createQueue(SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS);
+    if (!(await manager.getQueue(NOTIFY_QUEUE))) await manager.createQueue(NOTIFY_QUEUE, NOTIFY_QUEUE_OPTIONS);
     const granted = (await ownsSchema(client, boss)) && (await grantBossSchema(client, opts.schema));
     return { schema: boss, status, version: await installedVersion(client, boss), granted };
   } finally {

@@ -122,6 +122,12 @@ async function runEveryDefinerPath(env: SecurityEnv, run: Run): Promise<void> {
   await run(`UPDATE stepd.workflow_steps SET status = 'ready', result = '{"approved": true}' WHERE id = $1`, [gate.id]);
   expect((await waitForWorkflow(env.t, gated)).status).toBe('completed');
 
+  // fork_workflow (sql/0031): its own finished workflow, from its gate, with a new input; the fork waits at the gate again.
+  const [forked] = await run<{ id: string }>(`SELECT stepd.fork_workflow($1, 'approve', '{"forked": true}', NULL)::text AS id`, [gated]);
+  await waitForStep(env.t, forked!.id, 'approve', 'pending');
+  expect(await getWorkflow(env.t, forked!.id)).toMatchObject({ forked_from: gated, created_role: env.client.role, input: { forked: true } });
+  await run(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [forked!.id]);
+
   // stepd_cancel_steps: cancelling a workflow whose step is running.
   const running = await insertAs(run, RUNNING_FLOW);
   await waitForStep(env.t, running, 'wait', 'running');
@@ -153,8 +159,8 @@ async function runEveryDefinerPath(env: SecurityEnv, run: Run): Promise<void> {
   expect((await waitForWorkflow(env.t, waiting)).output).toMatchObject({ name: signalName, payload: { x: 1 } });
 
   // delete_workflows: its finished workflows, their steps and children (the guards fire on each row).
-  const deleted = await run<{ id: string }>(`SELECT id FROM stepd.delete_workflows($1::bigint[]) AS id ORDER BY id`, [[later, gated, running, parent, settled, waiting]]);
-  expect(deleted.map((r) => r.id)).toEqual([later, gated, running, parent, settled, waiting]);
+  const deleted = await run<{ id: string }>(`SELECT id FROM stepd.delete_workflows($1::bigint[]) AS id ORDER BY id`, [[later, gated, forked!.id, running, parent, settled, waiting]]);
+  expect(deleted.map((r) => r.id)).toEqual([later, gated, forked!.id, running, parent, settled, waiting]);
   expect(await env.t.q(`SELECT id FROM stepd.workflows WHERE id = ANY($1::bigint[])`, [[running, parent, settled, liveChild, settledChild]])).toEqual([]);
 
   // remove_schedule: its own schedule.
@@ -204,7 +210,7 @@ describe('SECURITY DEFINER functions', () => {
     );
     const names = fns.map((f) => f.fn.replace(`${t.schema}.`, ''));
     expect(names).toEqual(
-      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)', 'stepd_start_triggered_workflows()', 'remove_trigger(text)']),
+      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)', 'stepd_start_triggered_workflows()', 'remove_trigger(text)', 'fork_workflow(bigint,text,jsonb,jsonb)']),
     );
     const unpinned = fns.filter((f) => !pinned(f.config));
     expect(unpinned.map((f) => `${f.fn} ${JSON.stringify(f.config)}`), 'definer functions without search_path = pg_catalog, …, pg_temp').toEqual([]);

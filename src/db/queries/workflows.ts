@@ -10,7 +10,7 @@ import { FAIR_NEW_WORKFLOWS } from './lanes.js';
 
 export type AdmittedWorkflow = Pick<
   WorkflowRow,
-  'id' | 'name' | 'flow_version' | 'input' | 'created_by' | 'created_role' | 'step_count' | 'status' | 'error' | 'priority'
+  'id' | 'name' | 'flow_version' | 'input' | 'created_by' | 'created_role' | 'step_count' | 'status' | 'error' | 'priority' | 'fork_step'
 > & {
   /** The flow as JSON text (null for a refused start by name): the executor's compiler caches by it, parsing only a new one. */
   flow_text: string | null;
@@ -75,7 +75,7 @@ export async function admitNewWorkflowsResolvingRegisteredFlows(
                   flow = coalesce(w.flow, r.registered),
                   flow_version = CASE WHEN w.flow IS NULL THEN coalesce(r.version, w.flow_version) ELSE w.flow_version END
              FROM resolved r WHERE w.id = r.id
-        RETURNING w.id, w.name, w.flow::text AS flow_text, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error, w.priority,
+        RETURNING w.id, w.name, w.flow::text AS flow_text, w.flow_version, w.input, w.created_by, w.created_role, w.step_count, w.status, w.error, w.priority, w.fork_step,
                   (w.created_role IS NULL OR stepd_role_is_trusted(w.created_role)) AS role_trusted`,
     values: opts.only === undefined ? [limit, opts.skip ?? [], opts.afterRole ?? ''] : [limit, opts.only],
   });

@@ -10,6 +10,7 @@ import { formatDuration, formatError } from '../../cli/format.js';
 import type { WorkflowStatus } from '../../db/tables.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
+import { bulkBox, bulkForm } from './dayTwoActions.js';
 
 export const LIST_STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
 
@@ -30,6 +31,7 @@ export function renderListPage(ctx: PageContext, filters: ListFilters, rows: Wor
     body: html`<h2>Workflows</h2>
 ${filterForm(filters)}
 ${problem ? html`<p class="flash" role="alert">${problem}</p>` : ''}
+${bulkForm(ctx, filters)}
 <div id="live">${renderListLive(filters, rows, capacity)}</div>`,
   });
 }
@@ -38,7 +40,7 @@ ${problem ? html`<p class="flash" role="alert">${problem}</p>` : ''}
 export function renderListLive(filters: ListFilters, rows: WorkflowSummaryView[], capacity?: CapacityGauges): Html {
   if (rows.length === 0) return html`${capacityPanel(capacity)}<p class="muted" id="empty">No workflows match.</p>`;
   return html`${capacityPanel(capacity)}<table id="workflows">
-<thead><tr><th>id</th><th>name</th><th>status</th><th>user</th><th>created (UTC)</th><th>duration</th><th>steps</th><th>waiting</th><th>error</th></tr></thead>
+<thead><tr><th><span class="muted" title="select for cancel / retry">sel</span></th><th>id</th><th>name</th><th>status</th><th>user</th><th>created (UTC)</th><th>duration</th><th>steps</th><th>waiting</th><th>error</th></tr></thead>
 <tbody>${rows.map(row)}</tbody>
 </table>
 ${rows.length >= filters.limit ? html`<p class="muted">Showing the newest ${filters.limit}; narrow the filters or <a href="${moreHref(filters)}">show more</a>.</p>` : ''}`;
@@ -46,6 +48,7 @@ ${rows.length >= filters.limit ? html`<p class="muted">Showing the newest ${filt
 
 function row(w: WorkflowSummaryView): Html {
   return html`<tr data-workflow-id="${w.id}" data-status="${w.status}">
+  ${bulkBox(w.id)}
   <td class="num"><a href="/workflows/${w.id}">${w.id}</a></td>
   <td><a href="/workflows/${w.id}">${w.name}</a>${w.key ? html` <span class="muted">key ${w.key}</span>` : ''}</td>
   <td class="status s-${w.status}">${w.status}</td>

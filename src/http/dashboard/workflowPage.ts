@@ -14,6 +14,7 @@ import { page, type PageContext } from './layout.js';
 import { utc } from './listPage.js';
 import { folded, renderStepTree } from './stepTree.js';
 import { renderFlowPictureOf } from './flowPicture.js';
+import { forkForm } from './dayTwoActions.js';
 
 export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, problem?: string): Html {
   const wf = details.workflow;
@@ -51,6 +52,7 @@ ${wf.error ? folded(`wf-error-${wf.id}`, 'error details', wf.error) : ''}
   ${active ? actionForm(ctx, `/workflows/${wf.id}/cancel`, 'cancel workflow', 'cancel', `Cancel workflow ${wf.id}? Its running steps are aborted.`) : ''}
   ${wf.status === 'failed' ? actionForm(ctx, `/workflows/${wf.id}/retry`, 'retry workflow', 'retry') : ''}
 </div>
+${wf.status !== 'new' ? forkForm(ctx, wf.id, [...new Set(details.steps.filter((s) => s.fanoutId === null).map((s) => s.name))]) : ''}
 ${details.waiting.length ? html`<h3>Waiting for approval</h3>${details.waiting.map((g) => gate(ctx, wf.id, g, details.steps.find((s) => s.id === g.stepId), now))}` : ''}
 ${details.signals.length ? html`<h3>Waiting for signals</h3>${details.signals.map((w) => signalWait(w, now))}` : ''}
 ${renderFlowPictureOf(details, now)}
