@@ -68,6 +68,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
         ]
       : []),
     `GRANT UPDATE (status, result, readied_by) ON ${t('workflow_steps')} TO ${ident(r.client)}`,
+    // Executor liveness (sql/0007): clients read only whether executors beat (`run --follow` says when none is alive), never host or pid.
+    ...(tables.includes('executors') ? [`GRANT SELECT (id, last_beat_at, dead_after_ms) ON ${t('executors')} TO ${ident(r.client)}`] : []),
     // The caps the database checks before work (sql/0021): clients read them, only executors write them.
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
     // Signals (sql/0024): clients send and read them, never change or delete them.
