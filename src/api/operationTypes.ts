@@ -83,4 +83,6 @@ export interface ValidationResult {
   /** Number of steps, when valid. */
   steps?: number;
   issues: FlowIssue[];
+  /** What could not be checked (an MCP server that did not answer); never makes the flow invalid. */
+  warnings?: FlowIssue[];
 }

@@ -40,6 +40,7 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
+import { checkFlowTools, type ToolLookupFactory } from '../tools/flowToolCheck.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
@@ -85,6 +86,8 @@ export interface OperationsDeps {
    * `servers` says which MCP servers are worth asking (the caller may call a tool of theirs).
    */
   listTools?: (servers: (prefix: string) => boolean) => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
+  /** The tools this process knows: startWorkflow and validateFlow refuse unknown tools and bad literal arguments, as `stepd validate` (src/tools/flowToolCheck.ts). */
+  toolLookup?: ToolLookupFactory;
 }
 
 
@@ -243,8 +246,8 @@ export class Operations {
     });
   }
 
-  /** Checks a flow the way the executor does; every issue with its path. No database needed. */
-  validateFlow(_user: string, args: { flow: unknown }): ValidationResult {
+  /** Checks a flow the way `stepd validate` does (with the tools this process knows); every issue with its path. No database needed. */
+  async validateFlow(_user: string, args: { flow: unknown }): Promise<ValidationResult> {
     let flow: unknown;
     try {
       flow = parseFlowArg(args.flow);
@@ -252,7 +255,15 @@ export class Operations {
       return { valid: false, issues: [{ path: '', message: (err as Error).message }] };
     }
     const compiled = compileFlow(flow, this.#caps());
-    return compiled.ok ? { valid: true, steps: compiled.flow.steps.size, issues: [] } : { valid: false, issues: compiled.issues };
+    if (!compiled.ok) return { valid: false, issues: compiled.issues };
+    if (!this.#deps.toolLookup) return { valid: true, steps: compiled.flow.steps.size, issues: [] };
+    const tools = await checkFlowTools(compiled.flow, this.#deps.toolLookup());
+    return {
+      valid: tools.issues.length === 0,
+      ...(tools.issues.length === 0 ? { steps: compiled.flow.steps.size } : {}),
+      issues: tools.issues,
+      ...(tools.warnings.length > 0 ? { warnings: tools.warnings } : {}),
+    };
   }
 
   /** The registered flows, by name, each with its latest version. */
@@ -286,7 +297,7 @@ export class Operations {
   }
 
   #startDeps() {
-    return { pool: this.#deps.pool, ...(this.#deps.permissions ? { permissions: this.#deps.permissions } : {}), ...(this.#deps.caps ? { caps: this.#deps.caps } : {}) };
+    return { pool: this.#deps.pool, ...(this.#deps.permissions ? { permissions: this.#deps.permissions } : {}), ...(this.#deps.caps ? { caps: this.#deps.caps } : {}), ...(this.#deps.toolLookup ? { toolLookup: this.#deps.toolLookup } : {}) };
   }
 
   async #ready(user: string, id: string, verb: 'approved' | 'rejected', result: unknown): Promise<ReadiedStep> {

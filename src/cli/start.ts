@@ -116,6 +116,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             permissions: toolbox.permissions,
             ...(file.config.caps ? { caps: file.config.caps } : {}),
             listTools: async (servers) => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox, { servers }),
+            toolLookup: toolLookupOf(toolbox, (await import('../tools/toolCatalog.js')).ToolCatalog),
             ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }
@@ -156,6 +157,11 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         listening: announceReady,
       });
     });
+}
+
+/** Each check lists the daemon's tools afresh (its MCP servers are already connected). */
+function toolLookupOf(toolbox: import('../tools/toolbox.js').Toolbox, Catalog: typeof import('../tools/toolCatalog.js').ToolCatalog) {
+  return () => new Catalog(toolbox);
 }
 
 async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
