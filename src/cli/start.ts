@@ -99,6 +99,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         await probeMcpServers(toolbox, log);
         executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
+        await metrics?.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
         if ((flags as { schedules?: boolean }).schedules !== false) {
           const { Scheduler } = await import('../schedules/scheduler.js');
