@@ -64,6 +64,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
           `REVOKE DELETE ON ${t('schedules')} FROM ${ident(r.client)}`,
           `GRANT SELECT ON ${t('schedules')} TO ${ident(r.client)}`,
           `GRANT INSERT (name, cron, tz, flow, input, created_by), UPDATE (cron, tz, flow, input, created_by) ON ${t('schedules')} TO ${ident(r.client)}`,
+          // Schedule policies (sql/0033): overlap, catch-up, pause/resume.
+          `GRANT INSERT (overlap, catch_up, paused), UPDATE (overlap, catch_up, paused) ON ${t('schedules')} TO ${ident(r.client)}`,
           `GRANT EXECUTE ON FUNCTION ${s}.remove_schedule(pg_catalog.text) TO ${ident(r.executor)}, ${ident(r.client)}`,
         ]
       : []),
