@@ -139,7 +139,7 @@ export class Operations {
   }
 
   /** A workflow, its steps (every attempt) and the gates waiting for someone. */
-  async getWorkflow(_user: string, args: { workflowId: string | number }): Promise<WorkflowDetails> {
+  async getWorkflow(user: string, args: { workflowId: string | number }): Promise<WorkflowDetails> {
     const id = parseIdOrFail(args.workflowId, 'workflow id');
     return this.#db(async () => {
       const wf = await getWorkflow(this.#deps.db, id);
@@ -157,8 +157,11 @@ export class Operations {
           stepId: w.stepId,
           name: w.name,
           ...(w.workflowId !== undefined ? { workflowId: w.workflowId } : {}),
+          ...(w.workflowName !== undefined ? { workflowName: w.workflowName } : {}),
           ...(message !== undefined ? { message } : {}),
           ...(approvers !== undefined ? { approvers } : {}),
+          mayApprove: mayApprove({ ...(approvers !== undefined ? { approvers } : {}) }, user),
+          ...(gate.schema !== undefined ? { schema: gate.schema } : {}),
           ...(w.refused !== undefined ? { refused: w.refused } : {}),
           since: w.since,
           expiresAt: w.expiresAt,
