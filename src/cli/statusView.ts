@@ -254,7 +254,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
       if (s.signal) return `${signalWaitText(s.signal, now, s.expiresAt)} → ${sendSignalCommand(s.signal)}`;
       const since = formatDuration(between(s.createdAt, now) ?? 0);
       const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
-      return `waiting for approval (${since}${expires}) → ${s.approve}`;
+      return `waiting for approval (${since}${expires})${s.approve ? ` → ${s.approve}` : ' (not yours to approve)'}`;
     }
     case 'ready': {
       const wait = s.readyAt ? (between(now, s.readyAt) ?? 0) : 0;

@@ -30,6 +30,7 @@ describe('stepd status offers what the user may do with a gate', () => {
     expect(mallory.stdout).toContain(`waiting: step ${gate.id} (ask) — for one of its approvers; you may not approve or reject it`);
     expect(mallory.stdout).toContain('approvers: alice, bob');
     expect(mallory.stdout).not.toContain('stepd approve');
+    expect(mallory.stdout).toMatch(/ask \(gate\)  #\d+  waiting for approval \([^)]*\) \(not yours to approve\)/);
     expect(mallory.stdout).not.toContain('approval.schema');
 
     const json = JSON.parse((await runCli(['status', id, '--json'], { env: { ...envFor(t), STEPD_USER: 'mallory' } })).stdout);
