@@ -5,7 +5,7 @@
  * nothing left running, no postmaster.pid. Real processes in their own group, judged by pids. A
  * deliberate second Ctrl-C later still exits at once, and still stops the embedded PostgreSQL.
  */
-import { access, writeFile } from 'node:fs/promises';
+import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -34,10 +34,10 @@ afterEach(async () => {
 });
 
 /** `command … start` in its own process group; resolves once it serves, with the daemon's and the postmaster's pids. */
-async function startInGroup(command: string[], executorId: string) {
+async function startInGroup(command: string[], executorId: string, cwd?: string) {
   const proc = spawnCli(['--config', config, '--executor-id', executorId, '--poll-interval', '100ms'], {
     command,
-    cwd: command[0] === 'npm' ? ROOT : folder,
+    cwd: cwd ?? (command[0] === 'npm' ? ROOT : folder),
     env: { STEPD_DATA_DIR: dataDir, STEPD_LOG_LEVEL: 'info' },
     detached: true,
   });
@@ -85,6 +85,18 @@ describe('one Ctrl-C stops the daemon and its embedded PostgreSQL', () => {
     ctrlC(run.proc);
     const exit = await expectAllGone(run);
     expect(exit.code).toBe(0);
+  });
+
+  it('npx stepd start: SIGINT to the process group, then again to npx', { timeout: 180_000 }, async () => {
+    // A project that depends on stepd, as a user's would (npx finds its bin; --no and --offline: never the registry).
+    const project = path.join(folder, 'project');
+    await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
+    await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
+    await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
+    await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+    const run = await startInGroup(['npx', '--no', '--offline', 'stepd', 'start'], 'ctrlc-npx', project);
+    ctrlC(run.proc);
+    await expectAllGone(run);
   });
 
   it('a deliberate second Ctrl-C later exits at once and still stops the embedded PostgreSQL', { timeout: 180_000 }, async () => {
