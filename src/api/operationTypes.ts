@@ -34,8 +34,8 @@ export interface WaitingGate {
   message?: string;
   /** Who may approve or reject it. */
   approvers?: string[];
-  /** Whether the caller is among them (false: approving or rejecting it would be refused). */
-  mayApprove: boolean;
+  /** Whether the caller is among them (false: approving or rejecting it would be refused); set by getWorkflow. */
+  mayApprove?: boolean;
   /** The JSON Schema the approval data must match (approval.schema). */
   schema?: unknown;
   /** The last readying the daemon refused (approvers, approval.schema): the gate waits again. */

@@ -110,7 +110,7 @@ describe('catch-up', () => {
     } finally {
       c.release(true);
     }
-    const [{ since }] = await t.q<{ since: Date }>(`SELECT min(updated_at) AS since FROM stepd.schedules`);
+    const since = (await t.q<{ since: Date }>(`SELECT min(updated_at) AS since FROM stepd.schedules`))[0]!.since;
     // Two daemons catch up at once: still one workflow per tick.
     for (let i = 0; i < 2; i++) {
       const s = new Scheduler({ databaseUrl: t.url, schema: t.schema, log: silentLogger(), syncIntervalMs: 200, pollIntervalSeconds: 0.5, missedAfterMs: 120_000 });
