@@ -5,13 +5,13 @@
  * nothing left running, no postmaster.pid. Real processes in their own group, judged by pids. A
  * deliberate second Ctrl-C later still exits at once, and still stops the embedded PostgreSQL.
  */
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { DUPLICATE_SIGNAL_WINDOW_MS } from '../../src/cli/waitForStop.js';
 import { waitFor } from '../helpers/db.js';
-import { expectStoppedCleanly, startEmbeddedDaemon, useEmbeddedFolder } from './embeddedDaemon.js';
+import { expectStoppedCleanly, projectUsingStepd, startEmbeddedDaemon, useEmbeddedFolder } from './embeddedDaemon.js';
 import { ROOT, spawnCli, type CliProcess } from './helpers.js';
 
 const BIN = path.join(ROOT, 'bin', 'stepd.js');
@@ -53,12 +53,7 @@ describe('one Ctrl-C stops the daemon and its embedded PostgreSQL', () => {
   });
 
   it('npx stepd start: SIGINT to the process group, then again to npx', { timeout: 180_000 }, async () => {
-    // A project that depends on stepd, as a user's would (npx finds its bin; --no and --offline: never the registry).
-    const project = path.join(f.folder, 'project');
-    await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
-    await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
-    await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
-    await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+    const project = await projectUsingStepd(f);
     const run = await startInGroup(['npx', '--no', '--offline', 'stepd', 'start'], 'ctrlc-npx', project);
     await ctrlC(run.proc);
     await expectStoppedCleanly(f, run);

@@ -3,14 +3,14 @@
  * start, npx, the bin), for the signal and Ctrl-C tests: one data directory per test file, the
  * embedded server stopped after each test, and the check that a stop left nothing running.
  */
-import { access, writeFile } from 'node:fs/promises';
+import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeAll, expect } from 'vitest';
 import { stopEmbeddedPostgres } from '../../src/db/embedded.js';
 import { silentLogger } from '../../src/logger.js';
 import { waitFor } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
-import { isAlive, postmasterPid, processesNaming, spawnCli, type CliProcess } from './helpers.js';
+import { isAlive, postmasterPid, processesNaming, ROOT, spawnCli, type CliProcess } from './helpers.js';
 
 export interface EmbeddedFolder {
   folder: string;
@@ -70,4 +70,14 @@ export async function expectStoppedCleanly(f: EmbeddedFolder, run: RunningDaemon
   expect(await postmasterPid(f.dataDir)).toBeUndefined();
   await access(path.join(f.dataDir, 'pg', 'PG_VERSION'));
   return exit;
+}
+
+/** A project that depends on stepd, as a user's would (npx finds its bin; run npx with --no --offline: never the registry). */
+export async function projectUsingStepd(f: EmbeddedFolder): Promise<string> {
+  const project = path.join(f.folder, 'project');
+  await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
+  await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
+  await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
+  await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+  return project;
 }

@@ -6,10 +6,9 @@
  * proves that the previous stop left the cluster intact.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { expectStoppedCleanly, startEmbeddedDaemon, useEmbeddedFolder, type RunningDaemon } from './embeddedDaemon.js';
+import { expectStoppedCleanly, projectUsingStepd, startEmbeddedDaemon, useEmbeddedFolder, type RunningDaemon } from './embeddedDaemon.js';
 import { postmasterPid, processesNaming, ROOT, spawnCli } from './helpers.js';
 
 const BIN = path.join(ROOT, 'bin', 'stepd.js');
@@ -83,12 +82,7 @@ describe('signals reach the daemon through its launchers', () => {
   });
 
   it('npx stepd start: SIGTERM to npx stops the daemon behind the shell npm runs it through', { timeout: 180_000 }, async () => {
-    // A project that depends on stepd, as a user's would (npx finds its bin; --no and --offline: never the registry).
-    const project = path.join(f.folder, 'project');
-    await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
-    await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
-    await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
-    await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+    const project = await projectUsingStepd(f);
 
     const run = await startDaemon(['npx', '--no', '--offline', 'stepd', 'start'], { cwd: project, executorId: 'npx-SIGTERM' });
     await signalAndCheck(run, 'SIGTERM');
