@@ -321,8 +321,8 @@ export class Operations {
       if (issues.length > 0) {
         throw new OperationError(
           'invalid_input',
-          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}`,
-          { details: { issues } },
+          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}${gate.schema !== undefined ? `\n  approval.schema: ${JSON.stringify(gate.schema)}` : ''}`,
+          { details: { issues, ...(gate.schema !== undefined ? { schema: gate.schema } : {}) } },
         );
       }
       const readied = await readyPendingStep(this.#deps.pool, { id, readiedBy: user, ...(result !== undefined ? { result } : {}) });

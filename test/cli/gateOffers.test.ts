@@ -33,6 +33,15 @@ describe('stepd status offers what the user may do with a gate', () => {
     expect(mallory.stdout).toMatch(/ask \(gate\)  #\d+  waiting for approval \([^)]*\) \(not yours to approve\)/);
     expect(mallory.stdout).not.toContain('approval.schema');
 
+    // stepd approve refuses data the schema refuses before writing, and shows the schema.
+    const refused = await runCli(['approve', gate.id, '--by', 'alice'], { env: envFor(t) });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('result.budget: is required');
+    expect(refused.stderr).toContain('approval.schema: {"type":"object","required":["budget"]');
+    const notYours = await runCli(['approve', gate.id, '--data', '{"budget": 1}', '--by', 'mallory'], { env: envFor(t) });
+    expect(notYours.code).toBe(1);
+    expect(notYours.stderr).toContain('user "mallory" may not approve step');
+
     const json = JSON.parse((await runCli(['status', id, '--json'], { env: { ...envFor(t), STEPD_USER: 'mallory' } })).stdout);
     expect(json.waiting[0]).toMatchObject({ stepId: gate.id, mayApprove: false, approvers: ['alice', 'bob'], schema: FLOW.steps.ask.approval.schema });
   });
