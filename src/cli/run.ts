@@ -3,6 +3,7 @@
  * contract; by name with `flow` NULL, so the executor pins the registered version), optionally
  * following it.
  */
+import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -148,18 +149,30 @@ async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; vers
   await refuseToolIssues(`flow ${ref.name}@${row.version}`, row.flow, flags);
 }
 
-/** Unknown tools and literal arguments their input schema refuses, checked as stepd validate checks them (src/tools/flowToolCheck.ts). */
+/**
+ * Unknown tools and literal arguments their input schema refuses, checked as stepd validate checks
+ * them (src/tools/flowToolCheck.ts). A flow that calls only built-in tools, or a folder without a
+ * configuration, needs no toolbox (its MCP client is slow to load): the built-ins are checked alone.
+ */
 async function refuseToolIssues(what: string, flow: unknown, flags: ToolCheckFlags): Promise<void> {
-  const setup = await openToolCheck(flags);
+  const compiled = compileFlow(flow);
+  if (!compiled.ok) throw new CliError(invalidFlowMessage(what, compiled.issues));
+  const [{ checkFlowTools }, { BuiltinToolLookup, toolPrefixesOf }, { BUILTIN_PREFIXES }] = await Promise.all([
+    import('../tools/flowToolCheck.js'),
+    import('../tools/builtinToolLookup.js'),
+    import('../tools/toolCatalog.js'),
+  ]);
+  const callsMcp = [...toolPrefixesOf(compiled.flow.steps.values())].some((p) => !BUILTIN_PREFIXES.includes(p));
+  const configured = flags.config !== undefined || existsSync(path.join(process.cwd(), 'stepd.config.json'));
+  const setup = callsMcp && configured ? await openToolCheck(flags) : undefined;
   try {
-    const compiled = compileFlow(flow, { caps: setup.caps });
-    if (!compiled.ok) throw new CliError(invalidFlowMessage(what, compiled.issues));
-    const { checkFlowTools } = await import('../tools/flowToolCheck.js');
-    const tools = await checkFlowTools(compiled.flow, setup.catalog);
+    const checked = setup ? compileFlow(flow, { caps: setup.caps }) : compiled;
+    if (!checked.ok) throw new CliError(invalidFlowMessage(what, checked.issues));
+    const tools = await checkFlowTools(checked.flow, setup?.catalog ?? new BuiltinToolLookup());
     for (const w of tools.warnings) note(`warning: ${w.path || '(flow)'}: ${w.message}`);
     if (tools.issues.length > 0) throw new CliError(invalidFlowMessage(what, tools.issues));
   } finally {
-    await setup.close();
+    await setup?.close();
   }
 }
 
