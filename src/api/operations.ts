@@ -40,7 +40,8 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
-import { checkFlowTools, type ToolLookupFactory } from '../tools/flowToolCheck.js';
+import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
+import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
@@ -250,23 +251,8 @@ export class Operations {
   }
 
   /** Checks a flow the way `stepd validate` does (with the tools this process knows); every issue with its path. No database needed. */
-  async validateFlow(_user: string, args: { flow: unknown }): Promise<ValidationResult> {
-    let flow: unknown;
-    try {
-      flow = parseFlowArg(args.flow);
-    } catch (err) {
-      return { valid: false, issues: [{ path: '', message: (err as Error).message }] };
-    }
-    const compiled = compileFlow(flow, this.#caps());
-    if (!compiled.ok) return { valid: false, issues: compiled.issues };
-    if (!this.#deps.toolLookup) return { valid: true, steps: compiled.flow.steps.size, issues: [] };
-    const tools = await checkFlowTools(compiled.flow, this.#deps.toolLookup());
-    return {
-      valid: tools.issues.length === 0,
-      ...(tools.issues.length === 0 ? { steps: compiled.flow.steps.size } : {}),
-      issues: tools.issues,
-      ...(tools.warnings.length > 0 ? { warnings: tools.warnings } : {}),
-    };
+  validateFlow(_user: string, args: { flow: unknown }): Promise<ValidationResult> {
+    return validateFlowAndTools(args.flow, this.#caps(), this.#deps.toolLookup);
   }
 
   /** The registered flows, by name, each with its latest version. */
