@@ -30,6 +30,8 @@ export interface GateInfo {
   approvers?: string[];
   /** What the gate asks, for whoever approves it (`approval.message`, else the step's description). */
   message?: string;
+  /** The JSON Schema the approver's data must match (`approval.schema`), shown to the approver. */
+  schema?: unknown;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -45,6 +47,7 @@ export function gateInfo(flowJson: unknown, stepName: string): GateInfo {
   if (Array.isArray(approval.approvers)) info.approvers = approval.approvers.filter((a): a is string => typeof a === 'string');
   const message = typeof approval.message === 'string' ? approval.message : typeof step.description === 'string' ? step.description : undefined;
   if (message) info.message = message;
+  if (isObject(approval.schema) || typeof approval.schema === 'boolean') info.schema = approval.schema;
   return info;
 }
 

@@ -28,10 +28,16 @@ export interface WaitingGate {
   name: string;
   /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
   workflowId?: string;
+  /** ...and its name. */
+  workflowName?: string;
   /** What the gate asks: its approval.message as rendered when it started waiting, else the step's description. */
   message?: string;
   /** Who may approve or reject it. */
   approvers?: string[];
+  /** Whether the caller is among them (false: approving or rejecting it would be refused); set by getWorkflow. */
+  mayApprove?: boolean;
+  /** The JSON Schema the approval data must match (approval.schema). */
+  schema?: unknown;
   /** The last readying the daemon refused (approvers, approval.schema): the gate waits again. */
   refused?: unknown;
   since: string;
@@ -83,4 +89,6 @@ export interface ValidationResult {
   /** Number of steps, when valid. */
   steps?: number;
   issues: FlowIssue[];
+  /** What could not be checked (an MCP server that did not answer); never makes the flow invalid. */
+  warnings?: FlowIssue[];
 }

@@ -40,6 +40,8 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
+import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
+import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
@@ -88,6 +90,8 @@ export interface OperationsDeps {
    * `servers` says which MCP servers are worth asking (the caller may call a tool of theirs).
    */
   listTools?: (servers: (prefix: string) => boolean) => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
+  /** The tools this process knows: startWorkflow and validateFlow refuse unknown tools and bad literal arguments, as `stepd validate` (src/tools/flowToolCheck.ts). */
+  toolLookup?: ToolLookupFactory;
 }
 
 
@@ -139,7 +143,7 @@ export class Operations {
   }
 
   /** A workflow, its steps (every attempt) and the gates waiting for someone. */
-  async getWorkflow(_user: string, args: { workflowId: string | number }): Promise<WorkflowDetails> {
+  async getWorkflow(user: string, args: { workflowId: string | number }): Promise<WorkflowDetails> {
     const id = parseIdOrFail(args.workflowId, 'workflow id');
     return this.#db(async () => {
       const wf = await getWorkflow(this.#deps.db, id);
@@ -157,8 +161,11 @@ export class Operations {
           stepId: w.stepId,
           name: w.name,
           ...(w.workflowId !== undefined ? { workflowId: w.workflowId } : {}),
+          ...(w.workflowName !== undefined ? { workflowName: w.workflowName } : {}),
           ...(message !== undefined ? { message } : {}),
           ...(approvers !== undefined ? { approvers } : {}),
+          mayApprove: mayApprove({ ...(approvers !== undefined ? { approvers } : {}) }, user),
+          ...(gate.schema !== undefined ? { schema: gate.schema } : {}),
           ...(w.refused !== undefined ? { refused: w.refused } : {}),
           since: w.since,
           expiresAt: w.expiresAt,
@@ -256,16 +263,9 @@ export class Operations {
     return this.#db(() => bulkAsUser(this.#deps, user, args));
   }
 
-  /** Checks a flow the way the executor does; every issue with its path. No database needed. */
-  validateFlow(_user: string, args: { flow: unknown }): ValidationResult {
-    let flow: unknown;
-    try {
-      flow = parseFlowArg(args.flow);
-    } catch (err) {
-      return { valid: false, issues: [{ path: '', message: (err as Error).message }] };
-    }
-    const compiled = compileFlow(flow, this.#caps());
-    return compiled.ok ? { valid: true, steps: compiled.flow.steps.size, issues: [] } : { valid: false, issues: compiled.issues };
+  /** Checks a flow the way `stepd validate` does (with the tools this process knows); every issue with its path. No database needed. */
+  validateFlow(_user: string, args: { flow: unknown }): Promise<ValidationResult> {
+    return validateFlowAndTools(args.flow, this.#caps(), this.#deps.toolLookup);
   }
 
   /** The registered flows, by name, each with its latest version. */
@@ -299,7 +299,7 @@ export class Operations {
   }
 
   #startDeps() {
-    return { pool: this.#deps.pool, ...(this.#deps.permissions ? { permissions: this.#deps.permissions } : {}), ...(this.#deps.caps ? { caps: this.#deps.caps } : {}) };
+    return { pool: this.#deps.pool, ...(this.#deps.permissions ? { permissions: this.#deps.permissions } : {}), ...(this.#deps.caps ? { caps: this.#deps.caps } : {}), ...(this.#deps.toolLookup ? { toolLookup: this.#deps.toolLookup } : {}) };
   }
 
   async #ready(user: string, id: string, verb: 'approved' | 'rejected', result: unknown): Promise<ReadiedStep> {
@@ -320,8 +320,8 @@ export class Operations {
       if (issues.length > 0) {
         throw new OperationError(
           'invalid_input',
-          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}`,
-          { details: { issues } },
+          `the data does not match the approval.schema of step ${id} (${step.name}, workflow ${step.workflow_id}) (${issues.length} issue(s)); nothing was readied:\n${issues.map((i) => `  ${i.path}: ${i.message}`).join('\n')}${gate.schema !== undefined ? `\n  approval.schema: ${JSON.stringify(gate.schema)}` : ''}`,
+          { details: { issues, ...(gate.schema !== undefined ? { schema: gate.schema } : {}) } },
         );
       }
       const readied = await readyPendingStep(this.#deps.pool, { id, readiedBy: user, ...(result !== undefined ? { result } : {}) });

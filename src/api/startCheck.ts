@@ -12,11 +12,14 @@ import { compileFlow } from '../flow/validate.js';
 import type { PermissionPolicy } from '../tools/permissions.js';
 import { OperationError, inputMismatchMessage, invalidFlowMessage } from './errors.js';
 import { subWorkflowsOf, toolsCalledBy } from './flowAccess.js';
+import { checkFlowTools, type ToolLookupFactory } from '../tools/flowToolCheck.js';
 
 export interface StartCheckDeps {
   pool: Queryable;
   permissions?: PermissionPolicy;
   caps?: Readonly<Caps>;
+  /** The tools this process knows, to refuse unknown tools and literal arguments their schema refuses (as `stepd validate`). */
+  toolLookup?: ToolLookupFactory;
 }
 
 export async function checkFlowForUser(deps: StartCheckDeps, user: string, start: { what: string; flow: unknown; input: unknown }): Promise<void> {
@@ -25,6 +28,10 @@ export async function checkFlowForUser(deps: StartCheckDeps, user: string, start
   if (!compiled.ok) throw new OperationError('invalid_flow', invalidFlowMessage(start.what, compiled.issues), { details: { issues: compiled.issues } });
   const problem = inputSchemaProblem(compiled.flow.inputSchema, start.input);
   if (problem) throw new OperationError('invalid_input', inputMismatchMessage(start.what, problem.issues), { details: { issues: problem.issues } });
+  if (deps.toolLookup) {
+    const tools = await checkFlowTools(compiled.flow, deps.toolLookup());
+    if (tools.issues.length > 0) throw new OperationError('invalid_flow', invalidFlowMessage(start.what, tools.issues), { details: { issues: tools.issues } });
+  }
   const policy = deps.permissions;
   if (!policy || policy.allowsEverything) return;
   checkTools(policy, user, toolsCalledBy(compiled.flow));

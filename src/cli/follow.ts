@@ -23,6 +23,7 @@ import { between, compactJson, formatClock, formatDuration, formatError } from '
 import { formatProgress } from './progressText.js';
 import { sendSignalCommand, signalWaitText } from './signalWait.js';
 import { describeUsage } from '../usage/stepUsage.js';
+import { ExecutorLivenessNotice } from './executorLivenessNotice.js';
 
 const RECHECK_MS = 5_000;
 /** Events confirmed together (one read of their workflow rows, one of their step rows). */
@@ -52,11 +53,14 @@ export class Follower {
   private resolveOutcome: ((o: Outcome) => void) | undefined;
   private rejectOutcome: ((e: Error) => void) | undefined;
   private recheckTimer: NodeJS.Timeout | undefined;
+  /** Says when no executor is alive (checked with each recheck of the row). */
+  private readonly liveness: ExecutorLivenessNotice;
 
   constructor(
     private readonly ctx: ClientContext,
     private readonly opts: FollowOptions,
   ) {
+    this.liveness = new ExecutorLivenessNotice(ctx.pool, ctx.schema, note);
     this.stream = new EventStream({
       url: ctx.url,
       schema: ctx.schema,
@@ -80,6 +84,8 @@ export class Follower {
   async watchAll(): Promise<number> {
     this.mode = 'all';
     for (const e of this.early.splice(0)) this.hint(e);
+    this.enqueue(() => this.liveness.check('every workflow'));
+    this.scheduleRecheck();
     let stopInterrupt = () => {};
     return new Promise<number>((resolve, reject) => {
       this.rejectOutcome = reject;
@@ -154,7 +160,8 @@ export class Follower {
   private scheduleRecheck(): void {
     this.recheckTimer = setTimeout(() => {
       if (this.finished) return;
-      this.enqueue(() => this.checkRow());
+      if (this.workflowId === undefined) this.enqueue(() => this.liveness.check('every workflow'));
+      else this.enqueue(() => this.checkRow());
       this.scheduleRecheck();
     }, RECHECK_MS);
   }
@@ -195,7 +202,8 @@ export class Follower {
     }
     if (!row) throw new CliError(`workflow ${this.workflowId} does not exist in schema "${this.ctx.schema}"`);
     const end = endEventOf(row, this.ctx.schema);
-    if (end) this.finish(end, row);
+    if (end) return this.finish(end, row);
+    await this.liveness.check(`workflow ${this.workflowId}`);
   }
 
   private finish(e: StepdEvent, row: EventWorkflowRow | undefined): void {

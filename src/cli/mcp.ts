@@ -44,7 +44,7 @@ retry_workflow, send_signal, validate_flow, list_flows, list_tools. See docs/mcp
 
 async function serve(ctx: ClientContext, user: string, configPath: string | undefined): Promise<void> {
   // Loaded here: the MCP SDK and the toolbox are heavy and other commands do not need them.
-  const [{ StdioServerTransport }, { createMcpServer }, { Operations }, toolbox, { Secrets }, { createLogger }, { createPermissionPolicy }, { resolveCaps }, { listAllTools }, notifications] =
+  const [{ StdioServerTransport }, { createMcpServer }, { Operations }, toolbox, { Secrets }, { createLogger }, { createPermissionPolicy }, { resolveCaps }, { listAllTools }, notifications, { ToolCatalog }] =
     await Promise.all([
       import('@modelcontextprotocol/sdk/server/stdio.js'),
       import('../mcpServer/createMcpServer.js'),
@@ -56,6 +56,7 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
       import('../flow/caps.js'),
       import('../mcpServer/listAllTools.js'),
       import('../mcpServer/resourceNotifications.js'),
+      import('../tools/toolCatalog.js'),
     ]);
   const secrets = new Secrets();
   const log = createLogger({ level: process.env.STEPD_LOG_LEVEL ?? 'warn', secrets });
@@ -71,6 +72,9 @@ async function serve(ctx: ClientContext, user: string, configPath: string | unde
     actAs: { clients: file.config.clients },
     admins: file.config.api?.admins ?? [],
     listTools: (servers) => listAllTools(tools, { servers }),
+    // start_workflow and validate_flow refuse unknown tools as stepd validate does: the built-ins
+    // always, MCP servers' tools when this process has their configuration (--config).
+    toolLookup: () => new ToolCatalog(tools),
   });
   const server = createMcpServer(ops, user, { log });
   const subscribed = notifications.prepareResourceSubscriptions(server);

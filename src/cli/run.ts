@@ -3,6 +3,7 @@
  * contract; by name with `flow` NULL, so the executor pins the registered version), optionally
  * following it.
  */
+import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -14,10 +15,11 @@ import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { compileFlow } from '../flow/validate.js';
 import { callerUser } from '../api/callerUser.js';
 import { inputMismatchMessage, invalidFlowMessage, keyTakenMessage } from '../api/errors.js';
-import { CliError, EXIT, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
+import { CliError, EXIT, note, out, outJson, parseJsonObjectArg, readJsonFile, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { missingFlowMessage, parseFlowRef } from './flow.js';
 import { Follower } from './follow.js';
 import { parseStartAt } from './startAtArg.js';
+import { openToolCheck, type ToolCheckFlags } from './toolCheckSetup.js';
 
 interface RunFlags extends DatabaseFlags {
   input?: string;
@@ -28,6 +30,8 @@ interface RunFlags extends DatabaseFlags {
   at?: string;
   follow?: boolean;
   json?: boolean;
+  config?: string;
+  offline?: boolean;
 }
 
 export function registerRun(program: Command): void {
@@ -43,7 +47,9 @@ export function registerRun(program: Command): void {
       .option('--key <key>', 'idempotency key: if a workflow with this key exists, use it instead of starting another')
       .option('--at <time>', 'start it later: a delay ("10m", "1h30m", "2d") or an ISO 8601 time ("2026-12-01T09:00:00Z"); cancel it before then with stepd cancel ID')
       .option('-f, --follow', 'print each step as it starts, finishes, retries or waits, until the workflow ends; exit 0 completed, 2 failed, 3 cancelled')
-      .option('--json', 'print JSON (with --follow: one event per line)'),
+      .option('--json', 'print JSON (with --follow: one event per line)')
+      .option('--config <path>', 'configuration whose MCP servers the flow\'s tools are checked against, as stepd validate does (default: ./stepd.config.json if present)')
+      .option('--offline', 'do not connect to MCP servers to check their tools (the built-in tools are still checked)'),
   )
     .addHelpText(
       'after',
@@ -60,7 +66,9 @@ Examples:
 An argument that is not a file names a registered flow (stepd flow list): the workflow is
 inserted with flow NULL (and flow_version for NAME@VERSION), and the executor runs the version
 that is latest when it admits it. The flow is validated first, and the input checked against
-its inputSchema; an invalid flow or input is not inserted (exit 1). Without --follow the
+its inputSchema; an invalid flow or input is not inserted (exit 1). As with stepd validate, an
+unknown tool (core.ehco) or a literal argument the tool's input schema refuses is an issue; MCP
+servers' tools are checked when a configuration names them (--config, ./stepd.config.json). Without --follow the
 command prints the new workflow's id and exits 0 once it is stored; the daemon runs it.`,
     )
     .action(async (file: string, flags: RunFlags) => {
@@ -73,7 +81,10 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
           : flags.input !== undefined
             ? parseJsonObjectArg(flags.input, '--input')
             : {};
-      if (!byName) refuseInvalid(file, flow, input);
+      if (!byName) {
+        refuseInvalid(file, flow, input);
+        await refuseToolIssues(file, flow, flags);
+      }
       const ref = byName ? parseFlowRef(file) : undefined;
       if (ref && flags.name !== undefined && flags.name !== ref.name) {
         throw new CliError(`--name cannot rename a registered flow: a workflow started by name is called like its flow (${JSON.stringify(ref.name)})`);
@@ -87,7 +98,7 @@ command prints the new workflow's id and exits 0 once it is stored; the daemon r
         const follower = flags.follow ? new Follower(ctx, { json: flags.json === true }) : undefined;
         await follower?.listen();
         try {
-          if (ref) await checkRegisteredFlow(ctx, ref, input);
+          if (ref) await checkRegisteredFlow(ctx, ref, input, flags);
           const created = await insertWorkflow(ctx.pool, { name, flow, flowVersion: ref?.version ?? null, input, createdBy: user, key: flags.key ?? null, ...(startAt ? { startAt } : {}) });
           const existing = created ? undefined : await getWorkflowByKey(ctx.db, flags.key!);
           const id = String(created?.id ?? existing?.id ?? '');
@@ -129,12 +140,40 @@ function refuseInvalid(what: string, flow: unknown, input: Record<string, unknow
 }
 
 /** The registered flow (the version asked for, else the latest) exists, is valid and takes this input. */
-async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }, input: Record<string, unknown>): Promise<void> {
+async function checkRegisteredFlow(ctx: ClientContext, ref: { name: string; version: number | null }, input: Record<string, unknown>, flags: ToolCheckFlags): Promise<void> {
   const lookAlike = flowNameProblem(ref.name);
   if (lookAlike) throw new CliError(`flow name ${JSON.stringify(ref.name)} refused: ${lookAlike}; nothing was started`);
   const row = await loadFlowVersion(ctx.pool, ref.name, ref.version);
   if (!row) throw new CliError(`${await missingFlowMessage(ctx.pool, ref.name, ref.version)}; nothing was started`);
   refuseInvalid(`flow ${ref.name}@${row.version}`, row.flow, input);
+  await refuseToolIssues(`flow ${ref.name}@${row.version}`, row.flow, flags);
+}
+
+/**
+ * Unknown tools and literal arguments their input schema refuses, checked as stepd validate checks
+ * them (src/tools/flowToolCheck.ts). A flow that calls only built-in tools, or a folder without a
+ * configuration, needs no toolbox (its MCP client is slow to load): the built-ins are checked alone.
+ */
+async function refuseToolIssues(what: string, flow: unknown, flags: ToolCheckFlags): Promise<void> {
+  const compiled = compileFlow(flow);
+  if (!compiled.ok) throw new CliError(invalidFlowMessage(what, compiled.issues));
+  const [{ checkFlowTools }, { BuiltinToolLookup, toolPrefixesOf }, { BUILTIN_PREFIXES }] = await Promise.all([
+    import('../tools/flowToolCheck.js'),
+    import('../tools/builtinToolLookup.js'),
+    import('../tools/toolCatalog.js'),
+  ]);
+  const callsMcp = [...toolPrefixesOf(compiled.flow.steps.values())].some((p) => !BUILTIN_PREFIXES.includes(p));
+  const configured = flags.config !== undefined || existsSync(path.join(process.cwd(), 'stepd.config.json'));
+  const setup = callsMcp && configured ? await openToolCheck(flags) : undefined;
+  try {
+    const checked = setup ? compileFlow(flow, { caps: setup.caps }) : compiled;
+    if (!checked.ok) throw new CliError(invalidFlowMessage(what, checked.issues));
+    const tools = await checkFlowTools(checked.flow, setup?.catalog ?? new BuiltinToolLookup());
+    for (const w of tools.warnings) note(`warning: ${w.path || '(flow)'}: ${w.message}`);
+    if (tools.issues.length > 0) throw new CliError(invalidFlowMessage(what, tools.issues));
+  } finally {
+    await setup?.close();
+  }
 }
 
 async function inputFromFile(file: string): Promise<Record<string, unknown>> {

@@ -19,6 +19,7 @@ import type { PromMetrics } from '../telemetry/promMetrics.js';
 import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
+import { waitForStop } from './waitForStop.js';
 
 export function registerStart(program: Command): void {
   program
@@ -55,7 +56,9 @@ seconds), later starts reuse it. Other commands run in the same folder find it; 
 services connect with the printed DATABASE_URL.
 
 The first SIGINT/SIGTERM stops claiming and waits for running steps, then stops the embedded
-PostgreSQL; a second one exits at once (the data stays intact; the next start recovers).
+PostgreSQL. A second one within 1.5 s is the copy of a Ctrl-C that npm forwards, and is ignored;
+a later one exits at once, after stopping the embedded PostgreSQL (running steps are re-run by
+the next start; the data stays intact).
 Another \`stepd start\` in the same folder (with its own --executor-id) uses the embedded
 PostgreSQL of the first; only the last one to stop stops it.`,
     )
@@ -98,6 +101,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         await probeMcpServers(toolbox, log);
         executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, rates: ratePolicy(file.config.limits?.rates), ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(file.config.llm ? { llm: file.config.llm } : {}), ...(file.config.retention ? { retention: file.config.retention } : {}), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
+        await metrics?.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
         if ((flags as { schedules?: boolean }).schedules !== false) {
           const { Scheduler } = await import('../schedules/scheduler.js');
@@ -115,6 +119,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             permissions: toolbox.permissions,
             ...(file.config.caps ? { caps: file.config.caps } : {}),
             listTools: async (servers) => (await import('../mcpServer/listAllTools.js')).listAllTools(toolbox, { servers }),
+            toolLookup: toolLookupOf(toolbox, (await import('../tools/toolCatalog.js')).ToolCatalog),
             ...(metrics ? { metrics: metrics.handler() } : {}),
           });
         }
@@ -139,8 +144,8 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         else out(`stepd: ready — executing workflows of schema ${options.schema} on ${redactUrl(url)}`);
         if (http) out(`stepd: dashboard at ${http.url}/ (MCP at ${http.url}/mcp, metrics at ${http.url}/metrics)`);
       };
-      await waitForStop(
-        async () => {
+      await waitForStop({
+        stop: async () => {
           try {
             await http?.close().catch((err: unknown) => log.error({ err }, 'could not stop the http server'));
             await scheduler?.stop().catch((err: unknown) => log.error({ err }, 'could not stop the schedules'));
@@ -153,10 +158,17 @@ PostgreSQL of the first; only the last one to stop stops it.`,
             await embedded?.stop();
           }
         },
+        // A deliberate second signal: abandon the running steps but still stop the embedded PostgreSQL.
+        ...(embedded ? { abort: () => embedded.stop() } : {}),
         log,
-        announceReady,
-      );
+        listening: announceReady,
+      });
     });
+}
+
+/** Each check lists the daemon's tools afresh (its MCP servers are already connected). */
+function toolLookupOf(toolbox: import('../tools/toolbox.js').Toolbox, Catalog: typeof import('../tools/toolCatalog.js').ToolCatalog) {
+  return () => new Catalog(toolbox);
 }
 
 async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
@@ -166,34 +178,4 @@ async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPost
   } catch (err) {
     throw new CliError(`could not start the embedded PostgreSQL in ${dataDir}: ${(err as Error).message}\n  (or set DATABASE_URL to use your own PostgreSQL)`, EXIT.unreachable);
   }
-}
-
-/** First signal: graceful stop; second: exit at once. `listening` runs once the handlers are installed. */
-export function waitForStop(
-  stop: () => Promise<void>,
-  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void },
-  listening: () => void = () => undefined,
-): Promise<void> {
-  return new Promise((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.info({ signal }, 'second signal: exiting now');
-        process.exit(130);
-      }
-      stopping = true;
-      log.info({ signal }, 'stopping (send the signal again to exit at once)');
-      stop().then(
-        () => resolve(),
-        (err: unknown) => {
-          log.error({ err }, 'error while stopping');
-          process.exitCode = 1;
-          resolve();
-        },
-      );
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    listening();
-  });
 }

@@ -5,6 +5,8 @@ import { getSubWorkflowTree, getWorkflow, getWorkflowSteps } from '../db/reads.j
 import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
 import { renderStatus } from './statusView.js';
 import { buildStatusViewWithChildren } from './subWorkflowTree.js';
+import { annotateGateOffers } from './gateOffers.js';
+import { callerUser } from '../api/callerUser.js';
 
 export function registerStatus(program: Command): void {
   withDatabaseOptions(
@@ -12,6 +14,7 @@ export function registerStatus(program: Command): void {
       .command('status')
       .description('show a workflow and its steps: fan-outs nested under their fork, attempts, durations, errors, waiting gates')
       .argument('<id>', 'workflow id')
+      .option('--user <user>', 'who is asking: gates it may not approve are shown without the approve command (default: $STEPD_USER, else your OS user name)')
       .option('--json', 'print {workflow, steps, waiting} as JSON'),
   )
     .addHelpText(
@@ -21,12 +24,15 @@ Examples:
   stepd status 7
   stepd status 7 --json | jq '.steps[] | select(.status == "failed")'`,
     )
-    .action(async (idText: string, flags: DatabaseFlags & { json?: boolean }) => {
+    .action(async (idText: string, flags: DatabaseFlags & { json?: boolean; user?: string }) => {
       const id = parseId(idText, 'workflow id');
       await withDatabase(flags, async (ctx) => {
         const wf = await getWorkflow(ctx.db, id);
         if (!wf) throw new CliError(workflowNotFoundMessage(id, ctx.schema));
-        const view = buildStatusViewWithChildren({ workflow: wf, steps: await getWorkflowSteps(ctx.db, id) }, await getSubWorkflowTree(ctx.db, id));
+        const below = await getSubWorkflowTree(ctx.db, id);
+        const view = buildStatusViewWithChildren({ workflow: wf, steps: await getWorkflowSteps(ctx.db, id) }, below);
+        const flows = new Map(below.map((b) => [String(b.workflow.id), b.workflow.flow]));
+        annotateGateOffers(view, (child) => (child === undefined ? wf.flow : flows.get(child)), callerUser(flags.user) ?? '');
         if (flags.json) outJson(view);
         else for (const line of renderStatus(view)) out(line);
       });

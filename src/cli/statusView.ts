@@ -12,6 +12,7 @@ import type { StepKind } from '../flow/compiled.js';
 import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
+import { renderWaitingGates } from './gateOffers.js';
 import { describeSignalWait, sendSignalCommand, waitingSignalOf, signalWaitText, type SignalWait } from './signalWait.js';
 
 export interface StepView {
@@ -77,8 +78,9 @@ export interface StatusView {
   waiting: {
     stepId: string;
     name: string;
-    /** For a gate inside a sub-workflow (at any depth): that workflow's id. */
+    /** For a gate inside a sub-workflow (at any depth): that workflow's id and name. */
     workflowId?: string;
+    workflowName?: string;
     since: string;
     expiresAt: string | null;
     approve: string;
@@ -89,6 +91,9 @@ export interface StatusView {
     approvers?: string[];
     /** The last readying the executor refused (approval.schema / approvers): it waits again. */
     refused?: unknown;
+    /** Set by `stepd status` (gateOffers.ts): whether the caller may approve it, and approval.schema. */
+    mayApprove?: boolean;
+    schema?: unknown;
   }[];
   /** Steps waiting for a signal (not gates: nobody approves them; sending the signal moves them on). */
   signals: WaitingSignal[];
@@ -260,7 +265,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
       if (s.signal) return `${signalWaitText(s.signal, now, s.expiresAt)} → ${sendSignalCommand(s.signal)}`;
       const since = formatDuration(between(s.createdAt, now) ?? 0);
       const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
-      return `waiting for approval (${since}${expires}) → ${s.approve}`;
+      return `waiting for approval (${since}${expires})${s.approve ? ` → ${s.approve}` : ' (not yours to approve)'}`;
     }
     case 'ready': {
       const wait = s.readyAt ? (between(now, s.readyAt) ?? 0) : 0;
@@ -330,17 +335,7 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
   if (view.steps.length === 0) lines.push(wf.status === 'new' ? '  (no steps yet: waiting for an executor to admit it)' : '  (no steps)');
   walk(buildTree(view.steps), '');
   if (wf.status === 'completed' && wf.output !== undefined) lines.push(`output: ${compactJson(wf.output, 500)}`);
-  for (const w of view.waiting) {
-    const where = w.workflowId !== undefined ? ` in sub-workflow ${w.workflowId}` : '';
-    lines.push(`waiting: step ${w.stepId} (${w.name})${where} — approve: ${w.approve}   reject: ${w.reject}`);
-    if (w.message !== undefined) lines.push(`  message: ${w.message}`);
-    if (w.approvers !== undefined) lines.push(`  approvers: ${w.approvers.join(', ')}`);
-    if (w.refused) {
-      lines.push(`  refused: ${formatError(w.refused)}`);
-      const issues = (w.refused as { issues?: unknown }).issues;
-      if (Array.isArray(issues)) for (const i of issues as { path?: string; message?: string }[]) lines.push(`    ${i.path}: ${i.message}`);
-    }
-  }
+  lines.push(...renderWaitingGates(view.waiting));
   for (const w of view.signals) {
     const where = w.workflowId !== undefined ? ` in sub-workflow ${w.workflowId}` : '';
     lines.push(`waiting: step ${w.stepId} (${w.name})${where} ${signalWaitText(w, now, w.expiresAt)} — send it: ${w.send} --payload '{…}'`);

@@ -24,7 +24,7 @@ export function buildStatusViewWithChildren(root: WorkflowRows, below: WorkflowR
       const child = step.childId !== null ? byId.get(step.childId) : undefined;
       if (!child || seen.has(step.childId!)) continue;
       step.child = build(child, new Set([...seen, step.childId!]));
-      for (const gate of step.child.waiting) view.waiting.push({ ...gate, workflowId: gate.workflowId ?? step.childId! });
+      for (const gate of step.child.waiting) view.waiting.push({ ...gate, workflowId: gate.workflowId ?? step.childId!, workflowName: gate.workflowName ?? child.workflow.name });
       for (const wait of step.child.signals) view.signals.push({ ...wait, workflowId: wait.workflowId ?? step.childId! });
     }
     return view;

@@ -6,9 +6,9 @@
  */
 import type { Command } from 'commander';
 import { compileFlow } from '../flow/validate.js';
-import { resolveCaps } from '../flow/caps.js';
 import type { FlowIssue } from '../flow/spec.js';
-import { errorMessage, EXIT, note, out, outJson, readJsonFile } from './common.js';
+import { EXIT, out, outJson, readJsonFile } from './common.js';
+import { openToolCheck } from './toolCheckSetup.js';
 
 interface ValidateFlags {
   json?: boolean;
@@ -50,28 +50,11 @@ Examples:
 Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
     )
     .action(async (files: string[], flags: ValidateFlags) => {
-      // Loaded here, not at the top: the MCP client is heavy and other commands do not need it.
-      const { buildToolbox, DEFAULT_CONFIG_FILE, loadToolConfig } = await import('../tools/toolbox.js');
-      const { ToolCatalog } = await import('../tools/toolCatalog.js');
       const { ArgumentChecker } = await import('../tools/argumentChecker.js');
-      const { checkToolUse } = await import('../tools/checkToolUse.js');
+      const { checkFlowTools } = await import('../tools/flowToolCheck.js');
       const { checkModelProviders } = await import('../tools/llm/checkModels.js');
-      const { createLogger } = await import('../logger.js');
-      const { Secrets } = await import('../secrets.js');
-      const secrets = new Secrets();
-      let file: Awaited<ReturnType<typeof loadToolConfig>>;
-      try {
-        file = await loadToolConfig(flags.config, process.cwd(), secrets);
-      } catch (err) {
-        // A config named with --config must load; one merely found in the folder is not what was asked to check.
-        if (flags.config !== undefined) throw err;
-        note(`note: ${DEFAULT_CONFIG_FILE} in ${process.cwd()} could not be read, so the built-in caps and tools apply: ${errorMessage(err)}`);
-        file = { config: {}, secrets };
-      }
-      const caps = resolveCaps(file.config.caps);
-      // The MCP connection's own log lines would repeat what the warnings say.
-      const toolbox = buildToolbox(file.config, file.path, createLogger({ level: 'fatal', secrets }), { secrets });
-      const catalog = new ToolCatalog(toolbox, { connect: flags.offline !== true });
+      const setup = await openToolCheck(flags);
+      const { caps, catalog } = setup;
       const checker = new ArgumentChecker();
       const results: FileResult[] = [];
       const unchecked = new Set<string>();
@@ -89,20 +72,17 @@ Exit code 0 when every file is valid (warnings do not count), 1 otherwise.`,
             results.push({ file: name, valid: false, issues: compiled.issues, warnings: [] });
             continue;
           }
-          const tools = await checkToolUse(compiled.flow, catalog, checker);
-          const models = checkModelProviders(compiled.flow, file.config.llm, file.path !== undefined);
+          const tools = await checkFlowTools(compiled.flow, catalog, checker);
+          const models = checkModelProviders(compiled.flow, setup.llm, setup.configFound);
           tools.issues.push(...models.issues);
           tools.warnings.push(...models.warnings);
           for (const t of tools.unchecked) unchecked.add(t);
           results.push({ file: name, valid: tools.issues.length === 0, steps: compiled.flow.steps.size, issues: tools.issues, warnings: tools.warnings });
         }
       } finally {
-        await toolbox.registry.close();
+        await setup.close();
       }
-      if (unchecked.size > 0) {
-        const why = file.path === undefined ? 'no stepd.config.json was found (use --config PATH)' : 'of --offline';
-        note(`note: MCP tools not checked because ${why}: ${[...unchecked].sort().join(', ')}`);
-      }
+      setup.noteUnchecked(unchecked);
       if (flags.json) {
         outJson(results);
       } else {

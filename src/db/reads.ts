@@ -74,6 +74,10 @@ export interface WorkflowListFilter {
   createdAfter?: Date;
   createdBefore?: Date;
   limit: number;
+  /** Only top-level workflows (no parent): the dashboard nests sub-workflows under theirs. */
+  topLevel?: boolean;
+  /** Only the sub-workflows of these top-level workflows (any depth, by root_id). */
+  rootIds?: string[];
 }
 
 /** Newest first; `waiting` counts the gates waiting for approval, in the workflow and its sub-workflows. */
@@ -95,6 +99,8 @@ export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilt
   if (opts.createdBy) q = q.where('w.created_by', '=', opts.createdBy);
   if (opts.createdAfter) q = q.where('w.created_at', '>=', opts.createdAfter);
   if (opts.createdBefore) q = q.where('w.created_at', '<', opts.createdBefore);
+  if (opts.topLevel) q = q.where('w.parent_id', 'is', null);
+  if (opts.rootIds) q = q.where('w.root_id', 'in', opts.rootIds.length ? opts.rootIds : ['0']);
   const rows = await q.execute();
   return rows.map((r) => ({ ...r, waiting: Number(r.waiting ?? 0) }));
 }

@@ -66,6 +66,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
           `REVOKE DELETE ON ${t('schedules')} FROM ${ident(r.client)}`,
           `GRANT SELECT ON ${t('schedules')} TO ${ident(r.client)}`,
           `GRANT INSERT (name, cron, tz, flow, input, created_by), UPDATE (cron, tz, flow, input, created_by) ON ${t('schedules')} TO ${ident(r.client)}`,
+          // Schedule policies (sql/0033): overlap, catch-up, pause/resume.
+          `GRANT INSERT (overlap, catch_up, paused), UPDATE (overlap, catch_up, paused) ON ${t('schedules')} TO ${ident(r.client)}`,
           `GRANT EXECUTE ON FUNCTION ${s}.remove_schedule(pg_catalog.text) TO ${ident(r.executor)}, ${ident(r.client)}`,
         ]
       : []),
@@ -78,6 +80,8 @@ export function grantStatements(schema: string, tables: string[]): string[] {
           `GRANT EXECUTE ON FUNCTION ${s}.capacity_verdicts(pg_catalog.int8[], pg_catalog.int4) TO ${ident(r.executor)}`,
         ]
       : []),
+    // Executor liveness (sql/0007): clients read only whether executors beat (`run --follow` says when none is alive), never host or pid.
+    ...(tables.includes('executors') ? [`GRANT SELECT (id, last_beat_at, dead_after_ms) ON ${t('executors')} TO ${ident(r.client)}`] : []),
     // The caps the database checks before work (sql/0021): clients read them, only executors write them.
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
     // Signals (sql/0024): clients send and read them, never change or delete them.

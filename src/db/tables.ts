@@ -36,6 +36,8 @@ export interface WorkflowRow {
   /** A sub-workflow's parent workflow and the parent's step that waits for it. */
   parent_id: string | null;
   parent_step_id: string | null;
+  /** The top-level workflow of a sub-workflow's tree (null on a top-level one; sql/0017). */
+  root_id?: string | null;
   depth: number;
   /** Set by the guard when a client redrives a failed workflow; cleared by the executor. */
   redrive_requested_at: Date | null;

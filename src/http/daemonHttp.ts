@@ -33,6 +33,8 @@ export interface DaemonHttpOptions {
   permissions?: OperationsDeps['permissions'];
   caps?: CapsConfig;
   listTools?: OperationsDeps['listTools'];
+  /** The daemon's tools, so /mcp refuses unknown tools before insert (as stepd validate). */
+  toolLookup?: OperationsDeps['toolLookup'];
   metrics?: MetricsHandler;
 }
 
@@ -54,6 +56,7 @@ export async function startDaemonHttp(opts: DaemonHttpOptions): Promise<RunningH
     sharedRole: true,
     ...(opts.permissions ? { permissions: opts.permissions } : {}),
     ...(opts.listTools ? { listTools: opts.listTools } : {}),
+    ...(opts.toolLookup ? { toolLookup: opts.toolLookup } : {}),
   });
   const events = new EventHub({ url: opts.databaseUrl, schema: opts.schema, log });
   const tokens = createTokenLookup(opts.api);

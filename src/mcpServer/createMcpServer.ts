@@ -195,7 +195,7 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
     'validate_flow',
     {
       title: 'Validate a flow',
-      description: 'Check a flow the way stepd does before running it. Returns {valid, steps?, issues: [{path, message}]}, every issue with the JSON path it is about. Starts nothing.',
+      description: 'Check a flow the way stepd does before running it. Returns {valid, steps?, issues: [{path, message}], warnings?}, every issue with the JSON path it is about: the flow itself, unknown tools and literal arguments the input schema of their tool refuses (the tools of MCP servers when this server has their configuration). Starts nothing.',
       inputSchema: { flow: flowArg },
       annotations: { readOnlyHint: true },
     },

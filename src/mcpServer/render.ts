@@ -55,7 +55,8 @@ function headline(tool: string, result: object): string {
     }
     case 'validate_flow': {
       const r = result as ValidationResult;
-      return r.valid ? `valid (${r.steps} steps)` : `${r.issues.length} issue(s):\n${r.issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`;
+      const warned = (r.warnings ?? []).map((w) => `\n  warning: ${w.path || '(flow)'}: ${w.message}`).join('');
+      return (r.valid ? `valid (${r.steps} steps)` : `${r.issues.length} issue(s):\n${r.issues.map((i) => `  ${i.path || '(flow)'}: ${i.message}`).join('\n')}`) + warned;
     }
     case 'list_flows': {
       const r = result as { flows: { name: string; version: number }[] };

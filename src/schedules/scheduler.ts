@@ -19,7 +19,10 @@
 import type pg from 'pg';
 import { PgBoss, type JobWithMetadata } from 'pg-boss';
 import { createPool, isConnectionError } from '../db/connect.js';
-import { anySchedule, getSchedule, insertTickWorkflowIfLater, listScheduleTimings } from '../db/queries/schedules.js';
+import { anySchedule, getSchedule, listScheduleTimings } from '../db/queries/schedules.js';
+import { listCatchUpCandidates } from '../db/queries/scheduleTicks.js';
+import { DEFAULT_MISSED_AFTER_MS, missedTicks } from './catchUp.js';
+import { startTickUnderPolicies, type TickOutcome } from './tickStart.js';
 import { backoffMs } from '../executor/dbOutage.js';
 import type { Logger } from '../logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS } from './bossSchema.js';
@@ -42,8 +45,10 @@ export interface SchedulerOptions {
   cronWorkerIntervalSeconds?: number;
   /** While there is no schedule, how often to look for one (default 30 s, pg-boss's own cron pass interval). */
   idleCheckMs?: number;
-  /** How often pg-boss's schedules are brought in step with stepd's table (default 10 s; two small reads). */
+  /** How often pg-boss's schedules are brought in step with stepd's table (default 10 s; two small reads), and missed ticks caught up. */
   syncIntervalMs?: number;
+  /** A tick this old without a workflow counts as missed, for `--catch-up` (default 2 min). */
+  missedAfterMs?: number;
 }
 
 const DEFAULT_POLL_SECONDS = 5;
@@ -119,6 +124,7 @@ export class Scheduler {
   private async syncLoop(boss: PgBoss): Promise<void> {
     while (!this.stopping) {
       await this.syncSchedules(boss).catch((err: unknown) => this.logError('sync', err, {}, "could not bring pg-boss's schedules in step with stepd's"));
+      await this.catchUp(boss).catch((err: unknown) => this.logError('catch-up', err, {}, 'could not catch up missed ticks'));
       await this.sleep(this.opts.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS);
     }
   }
@@ -196,9 +202,43 @@ export class Scheduler {
       this.log.warn({ schedule: name, tick: tick.toISOString(), at: job.createdOn, jobId: job.id }, 'a schedules job long after the latest tick (not sent for it): nothing started');
       return;
     }
-    const id = await insertTickWorkflowIfLater(this.pool, { schema: this.opts.schema, schedule: row, tick });
-    if (id) this.log.info({ schedule: name, tick: tick.toISOString(), workflowId: id, flow: row.flow, user: row.created_by }, 'schedule started a workflow');
-    else this.log.debug({ schedule: name, tick: tick.toISOString() }, 'tick not later than the last one started: nothing started');
+    this.logTick(name, tick, await startTickUnderPolicies(this.pool, { schema: this.opts.schema, schedule: row, tick }), 'job');
+  }
+
+  /** Starts the ticks each catching-up schedule missed (catchUp.ts), oldest first, through the same locked start as a job. */
+  private async catchUp(boss: PgBoss): Promise<void> {
+    for (const c of await listCatchUpCandidates(this.pool)) {
+      if (this.stopping) return;
+      const cutoff = new Date(c.now.getTime() - (this.opts.missedAfterMs ?? DEFAULT_MISSED_AFTER_MS));
+      let ticks: Date[];
+      try {
+        ticks = missedTicks((cron, options) => boss.previewSchedule(cron, options), c, cutoff);
+      } catch (err) {
+        this.log.debug({ err, schedule: c.name }, 'schedule cron cannot be read: nothing caught up');
+        continue;
+      }
+      if (ticks.length === 0) continue;
+      const row = await getSchedule(this.pool, c.name);
+      if (!row || row.paused) continue;
+      for (const tick of ticks) this.logTick(c.name, tick, await startTickUnderPolicies(this.pool, { schema: this.opts.schema, schedule: row, tick }), 'catch-up');
+    }
+  }
+
+  private logTick(schedule: string, tick: Date, r: TickOutcome, via: 'job' | 'catch-up'): void {
+    const at = { schedule, tick: tick.toISOString(), via };
+    switch (r.outcome) {
+      case 'started':
+        this.log.info({ ...at, workflowId: r.workflowId, ...(r.cancelled ? { cancelled: r.cancelled } : {}) }, r.cancelled ? 'schedule cancelled the previous tick\'s workflow and started a workflow' : 'schedule started a workflow');
+        return;
+      case 'skipped-overlap':
+        this.log.info({ ...at, running: r.running }, 'tick skipped: the previous tick\'s workflow is still running (overlap skip)');
+        return;
+      case 'paused':
+        this.log.debug(at, 'tick of a paused schedule: nothing started');
+        return;
+      default:
+        this.log.debug(at, 'tick not later than the last one handled: nothing started');
+    }
   }
 
   /**

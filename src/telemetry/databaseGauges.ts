@@ -17,6 +17,8 @@ export interface DatabaseGaugesOptions {
   /** How long a scrape waits for the database (default 2 s; the statement timeout is the same). */
   timeoutMs?: number;
   caps?: QueueGaugeCaps;
+  /** More reads in the same scrape transaction (the workflow durations' confirmations). */
+  alsoRead?: (db: pg.PoolClient) => Promise<void>;
 }
 
 export const DEFAULT_GAUGE_CAPS: QueueGaugeCaps = { live: 100_000, finished: 10_000 };
@@ -69,6 +71,7 @@ export class DatabaseGauges {
       await client.query({ text: `SELECT set_config('statement_timeout', $1, true)`, values: [String(Math.max(1, Math.floor(this.timeoutMs)))] });
       const gauges = await readQueueGaugesCapped(client, this.caps);
       gauges.capacity = await readCapacityGauges(client, this.caps.live);
+      await this.opts.alsoRead?.(client);
       await client.query('COMMIT');
       return gauges;
     } catch (err) {

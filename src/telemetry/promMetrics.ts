@@ -13,6 +13,8 @@ import { ToolLabels } from './toolLabels.js';
 import { UsageMetrics } from './usageMetrics.js';
 import type { StepUsage } from '../usage/stepUsage.js';
 import { CapacityMetrics } from './capacityMetrics.js';
+import { WorkflowDurations } from './workflowDurations.js';
+import { withoutMisnamedGauges } from './misnamedGauges.js';
 
 /** Seconds: 5 ms … 10 min, for step durations (tools range from instant to long HTTP or MCP calls). */
 const STEP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -47,11 +49,16 @@ export class PromMetrics implements ExecutorMetrics {
   private readonly databaseUp: Gauge;
   private readonly spent: UsageMetrics;
   private readonly capacity: CapacityMetrics;
+  private readonly gatesWaiting: Gauge;
+  private readonly oldestGate: Gauge;
+  private readonly durations: WorkflowDurations | undefined;
 
   constructor(opts: PromMetricsOptions = {}) {
     const registers = [this.registry];
     this.tools = new ToolLabels(opts.maxTools);
-    this.database = opts.database ? new DatabaseGauges(opts.database) : undefined;
+    this.durations = opts.database ? new WorkflowDurations({ ...opts.database, registry: this.registry }) : undefined;
+    const durations = this.durations;
+    this.database = opts.database ? new DatabaseGauges({ ...opts.database, ...(durations ? { alsoRead: (db) => durations.collect(db) } : {}) }) : undefined;
     this.stepsFinished = new Counter({ name: 'stepd_steps_finished_total', help: 'Step attempts this executor finished, by tool and outcome (done, failed, timeout, cancelled).', labelNames: ['tool', 'outcome'], registers });
     this.stepDuration = new Histogram({ name: 'stepd_step_duration_seconds', help: 'How long step attempts ran on this executor (claim to outcome), by tool.', labelNames: ['tool'], buckets: STEP_BUCKETS, registers });
     this.stepsInFlight = new Gauge({ name: 'stepd_steps_in_flight', help: 'Steps this executor is running now.', registers });
@@ -67,8 +74,14 @@ export class PromMetrics implements ExecutorMetrics {
     this.databaseUp = new Gauge({ name: 'stepd_metrics_database_up', help: '1 when this scrape read the database gauges in time, 0 when it did not (they then keep their last values).', registers: this.database ? registers : [] });
     this.spent = new UsageMetrics(registers);
     this.capacity = new CapacityMetrics(registers, this.database !== undefined);
+    this.gatesWaiting = new Gauge({ name: 'stepd_gates_waiting', help: 'Gates waiting for an approval now, read from the database at scrape time (stops at its cap).', registers: this.database ? registers : [] });
+    this.oldestGate = new Gauge({ name: 'stepd_oldest_gate_age_seconds', help: 'How long the oldest gate waiting now has waited for its approval (0: none waits).', registers: this.database ? registers : [] });
     for (const reason of ['executor_dead', 'lease_expired']) this.rescues.inc({ reason }, 0);
-    if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    // Node's process metrics, less the gauges prom-client names *_total (promtool refuses them).
+    if (opts.processMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry });
+      withoutMisnamedGauges(this.registry);
+    }
   }
 
   claimed(seconds: number, rows: number): void {
@@ -116,6 +129,8 @@ export class PromMetrics implements ExecutorMetrics {
         this.readySteps.set(gauges.readySteps);
         this.oldestReady.set(gauges.oldestReadySeconds);
         if (gauges.capacity) this.capacity.set(gauges.capacity);
+        this.gatesWaiting.set(gauges.gatesWaiting);
+        this.oldestGate.set(gauges.oldestGateSeconds);
       }
     }
     return this.registry.metrics();
@@ -126,7 +141,13 @@ export class PromMetrics implements ExecutorMetrics {
     return async () => new Response(await this.render(), { headers: { 'content-type': this.registry.contentType } });
   }
 
+  /** Starts listening for workflow ends (the duration histogram); without it the histogram stays empty. */
+  async start(): Promise<void> {
+    await this.durations?.start();
+  }
+
   async close(): Promise<void> {
+    await this.durations?.close();
     await this.database?.close();
   }
 }

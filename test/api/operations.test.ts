@@ -187,8 +187,8 @@ describe('workflow operations as a user', () => {
     expect(invalid.code).toBe('invalid_flow');
     expect(invalid.message).toMatch(/^the flow is not a valid flow \(\d+ issue\(s\)\); nothing was started:\n/);
     expect((invalid.details as { issues: unknown[] }).issues.length).toBeGreaterThan(0);
-    expect(ops.validateFlow('a', { flow: { start: 'nope', steps: {} } })).toMatchObject({ valid: false });
-    expect(ops.validateFlow('a', { flow: gated() })).toEqual({ valid: true, steps: 2, issues: [] });
+    expect(await ops.validateFlow('a', { flow: { start: 'nope', steps: {} } })).toMatchObject({ valid: false });
+    expect(await ops.validateFlow('a', { flow: gated() })).toEqual({ valid: true, steps: 2, issues: [] });
   });
 
   it('refuses an input its flow\'s inputSchema refuses, listing the issues with their paths', async () => {

@@ -30,6 +30,8 @@ export interface CliOptions {
   cwd?: string;
   /** The program and its first arguments, to which `args` are added (default: node dist/src/cli.js). */
   command?: string[];
+  /** Its own process group (as a terminal's foreground job): signal it whole with `process.kill(-pid, …)`. */
+  detached?: boolean;
 }
 
 /** The environment of a child: the test's own, minus anything that would pick a database. */
@@ -55,6 +57,7 @@ export class CliProcess {
       cwd: opts.cwd ?? tempDirSync('stepd-cli-cwd-'),
       env: childEnv(opts.env),
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(opts.detached ? { detached: true } : {}),
     });
     this.child.stdout!.on('data', (chunk: Buffer) => {
       this.stdout += chunk.toString('utf8');
@@ -70,7 +73,15 @@ export class CliProcess {
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
       });
     });
+    const group = opts.detached ? this.child.pid : undefined;
     onCleanup(async () => {
+      if (group !== undefined) {
+        try {
+          process.kill(-group, 'SIGKILL');
+        } catch {
+          // the group is gone
+        }
+      }
       await this.kill('SIGKILL');
     });
   }

@@ -6,32 +6,15 @@
  * proves that the previous stop left the cluster intact.
  */
 import { spawnSync } from 'node:child_process';
-import { access, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { stopEmbeddedPostgres } from '../../src/db/embedded.js';
-import { silentLogger } from '../../src/logger.js';
-import { waitFor } from '../helpers/db.js';
-import { tempDirSync } from '../helpers/isolation.js';
-import { isAlive, postmasterPid, processesNaming, ROOT, spawnCli, type CliProcess } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { expectStoppedCleanly, projectUsingStepd, startEmbeddedDaemon, useEmbeddedFolder, type RunningDaemon } from './embeddedDaemon.js';
+import { postmasterPid, processesNaming, ROOT, spawnCli } from './helpers.js';
 
 const BIN = path.join(ROOT, 'bin', 'stepd.js');
 const NODE22_CACHE = 'stepd-node22';
 
-let folder = '';
-let dataDir = '';
-let emptyConfig = '';
-
-beforeAll(async () => {
-  folder = tempDirSync('stepd-signals-');
-  dataDir = path.join(folder, '.stepd');
-  emptyConfig = path.join(folder, 'empty.config.json');
-  await writeFile(emptyConfig, '{}\n');
-});
-
-afterEach(async () => {
-  await stopEmbeddedPostgres({ dataDir, log: silentLogger() }).catch(() => undefined);
-});
+const f = useEmbeddedFolder('stepd-signals-');
 
 /** A `node` older than 22 on PATH (outside the Node 22 cache), to run bin/stepd.js as its launcher; undefined when there is none. */
 function olderNode(): string | undefined {
@@ -41,37 +24,14 @@ function olderNode(): string | undefined {
   return found.status === 0 && file && Number(version?.split('.')[0]) < 22 ? file : undefined;
 }
 
-/** Runs `command` (which ends in `start`) on the folder's data directory; resolves once the daemon is ready, with its pid and its postmaster's. */
-async function startDaemon(command: string[], opts: { cwd?: string; executorId: string }) {
-  const proc = spawnCli(['--config', emptyConfig, '--executor-id', opts.executorId, '--poll-interval', '100ms'], {
-    command,
-    cwd: opts.cwd ?? folder,
-    env: { STEPD_DATA_DIR: dataDir, STEPD_LOG_LEVEL: 'info' },
-  });
-  await proc.waitFor(/^stepd: embedded PostgreSQL ready — DATABASE_URL=/m, 'stdout', 120_000);
-  const started = await proc.waitFor(/"pid":(\d+),[^\n]*"msg":"executor started"/, 'stderr');
-  const daemon = Number(started[1]);
-  const postmaster = (await postmasterPid(dataDir))!;
-  expect([await isAlive(daemon), await isAlive(postmaster)]).toEqual([true, true]);
-  return { proc, daemon, postmaster };
+function startDaemon(command: string[], opts: { cwd?: string; executorId: string }) {
+  return startEmbeddedDaemon(f, command, opts);
 }
 
 /** Sends `signal` to the outer process only and checks that the daemon stopped cleanly behind it. */
-async function signalAndCheck(run: { proc: CliProcess; daemon: number; postmaster: number }, signal: NodeJS.Signals) {
+async function signalAndCheck(run: RunningDaemon, signal: NodeJS.Signals) {
   run.proc.child.kill(signal);
-  const exit = await run.proc.exited;
-  const gone = (pid: number, what: string) =>
-    waitFor(async () => !(await isAlive(pid)), `${what} ${pid} to exit`).catch((err: Error) => {
-      throw new Error(`${err.message}; stderr:\n${run.proc.stderr}`);
-    });
-  await gone(run.daemon, 'daemon');
-  await gone(run.postmaster, 'postmaster');
-  expect(await processesNaming(dataDir)).toEqual([]);
-  expect(run.proc.stderr).toContain('"msg":"embedded PostgreSQL stopped"');
-  // A clean shutdown: no postmaster.pid left, the cluster in place.
-  expect(await postmasterPid(dataDir)).toBeUndefined();
-  await access(path.join(dataDir, 'pg', 'PG_VERSION'));
-  return exit;
+  return expectStoppedCleanly(f, run);
 }
 
 describe('signals reach the daemon through its launchers', () => {
@@ -92,15 +52,15 @@ describe('signals reach the daemon through its launchers', () => {
 
   it('a signal sent the moment the ready line appears still gets a clean stop', { timeout: 180_000 }, async () => {
     for (let i = 0; i < 5; i++) {
-      const proc = spawnCli(['start', '--config', emptyConfig, '--executor-id', `eager-${i}`], { env: { STEPD_DATA_DIR: dataDir } });
+      const proc = spawnCli(['start', '--config', f.emptyConfig, '--executor-id', `eager-${i}`], { env: { STEPD_DATA_DIR: f.dataDir } });
       proc.child.stdout!.on('data', (chunk: Buffer) => {
         if (chunk.toString('utf8').includes('DATABASE_URL=')) proc.child.kill('SIGTERM');
       });
       const exit = await proc.exited;
       expect({ i, code: exit.code, signal: exit.signal }).toEqual({ i, code: 0, signal: null });
-      expect(await postmasterPid(dataDir)).toBeUndefined();
+      expect(await postmasterPid(f.dataDir)).toBeUndefined();
     }
-    expect(await processesNaming(dataDir)).toEqual([]);
+    expect(await processesNaming(f.dataDir)).toEqual([]);
   });
 
   const oldNode = olderNode();
@@ -122,12 +82,7 @@ describe('signals reach the daemon through its launchers', () => {
   });
 
   it('npx stepd start: SIGTERM to npx stops the daemon behind the shell npm runs it through', { timeout: 180_000 }, async () => {
-    // A project that depends on stepd, as a user's would (npx finds its bin; --no and --offline: never the registry).
-    const project = path.join(folder, 'project');
-    await mkdir(path.join(project, 'node_modules', '.bin'), { recursive: true });
-    await writeFile(path.join(project, 'package.json'), '{"name": "uses-stepd", "version": "1.0.0", "private": true}\n');
-    await symlink(ROOT, path.join(project, 'node_modules', 'stepd'));
-    await symlink('../stepd/bin/stepd.js', path.join(project, 'node_modules', '.bin', 'stepd'));
+    const project = await projectUsingStepd(f);
 
     const run = await startDaemon(['npx', '--no', '--offline', 'stepd', 'start'], { cwd: project, executorId: 'npx-SIGTERM' });
     await signalAndCheck(run, 'SIGTERM');

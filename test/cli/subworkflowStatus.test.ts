@@ -20,11 +20,11 @@ describe('stepd status and list with sub-workflows', () => {
     const status = await runCli(['status', id], { env: envFor(t) });
     expect([status.code, status.stderr]).toEqual([0, '']);
     expect(status.stdout).toMatch(new RegExp(`└─ sub \\(workflow\\)  #\\d+  waiting for sub-workflow ${child.id} \\(running\\)\\n\\s+↳ workflow ${child.id} "review": running\\n\\s+└─ ok \\(gate\\)  #${gate.id}  waiting for approval`));
-    expect(status.stdout).toContain(`waiting: step ${gate.id} (ok) in sub-workflow ${child.id} — approve: stepd approve ${gate.id}`);
+    expect(status.stdout).toContain(`waiting: step ${gate.id} (ok) in sub-workflow ${child.id} (review) — approve: stepd approve ${gate.id}`);
     expect(status.stdout).not.toMatch(/sub \(workflow\).*stepd approve/);
 
     const json = JSON.parse((await runCli(['status', id, '--json'], { env: envFor(t) })).stdout);
-    expect(json.waiting).toEqual([expect.objectContaining({ stepId: gate.id, name: 'ok', workflowId: child.id })]);
+    expect(json.waiting).toEqual([expect.objectContaining({ stepId: gate.id, name: 'ok', workflowId: child.id, workflowName: 'review', mayApprove: true })]);
     expect(json.steps[0]).toMatchObject({ name: 'sub', kind: 'workflow', status: 'pending', childId: child.id, child: { workflow: { id: child.id, name: 'review' } } });
     expect(json.steps[0].approve).toBeUndefined();
 

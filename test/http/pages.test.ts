@@ -126,7 +126,8 @@ describe('dashboard pages', () => {
     const { request } = buildTestApp(t, { localUser: 'carol' });
     const body = await (await request(`/workflows/${id}`, { headers: html })).text();
     expect(body).toContain('<div class="message">Spend 120 EUR on &lt;b&gt;GPUs&lt;/b&gt;?</div>');
-    expect(body).toContain('approvers: boss (not carol)');
+    expect(body).toContain('approvers: boss');
+    expect(body).toContain('You (carol) may not approve or reject this gate: it waits for boss.');
     expect(body).toMatch(/data-gate-refusal>\[approval_refused\] approval refused: [^<]*mallory/);
   });
 

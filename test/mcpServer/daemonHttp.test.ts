@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { envFor, spawnCli } from '../cli/helpers.js';
 import { createTestSchema, onCleanup, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
-import { CORE_ONLY_CONFIG, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+import { CORE_ONLY_CONFIG, approversRefuse, forbiddenToolRefused, gatedWorkflowApprovedAs, ok, toolIssuesRefused } from './scenario.js';
 
 const OPS_TOKEN = 'ops-token-4f9c2a7e81d3b605';
 const CI_TOKEN = 'ci-token-0b1c2d3e4f5a6b7c';
@@ -38,6 +38,7 @@ describe('the daemon\'s /mcp (stepd start --http)', () => {
     await gatedWorkflowApprovedAs(alice, t, 'alice');
     const ci = await connect(url, CI_TOKEN);
     await forbiddenToolRefused(ci, t, 'ci-bot');
+    await toolIssuesRefused(alice, t);
     // list_tools shows only what the caller may call.
     const tools = (await ok(ci, 'list_tools')).tools as { name: string; allowed: boolean }[];
     expect(tools.find((x) => x.name === 'http.request')).toBeUndefined();

@@ -85,3 +85,23 @@ export async function approversRefuse(client: Client, user: string): Promise<voi
   expect(refused.isError).toBe(true);
   expect(refused.content[0]?.text).toMatch(new RegExp(`^user "${user}" may not approve step \\d+ \\(review, workflow \\d+\\): its approvers are someone-else$`));
 }
+
+export const TYPO_FLOW = { start: 'say', steps: { say: { tool: 'core.ehco', args: { hi: 1 } } } };
+export const BAD_ARGS_FLOW = { start: 'nap', steps: { nap: { tool: 'core.sleep', args: { ms: 'soon' } } } };
+
+/** start_workflow and validate_flow refuse an unknown tool and a literal argument its schema refuses, as stepd validate does; nothing is stored. */
+export async function toolIssuesRefused(client: Client, t: TestSchema): Promise<void> {
+  const typo = await call(client, 'start_workflow', { name: 'typo', flow: TYPO_FLOW });
+  expect(typo.isError).toBe(true);
+  expect(typo.structuredContent).toMatchObject({ error: { code: 'invalid_flow' } });
+  expect(typo.content[0]?.text).toContain('steps.say.tool: unknown tool "core.ehco": the built-in "core" tools are core.echo');
+  const badArgs = await call(client, 'start_workflow', { name: 'typo', flow: BAD_ARGS_FLOW });
+  expect(badArgs.isError).toBe(true);
+  expect(badArgs.content[0]?.text).toContain('steps.nap.args');
+  expect(await t.q(`SELECT id FROM stepd.workflows WHERE name = 'typo'`)).toEqual([]);
+
+  const checked = await ok(client, 'validate_flow', { flow: TYPO_FLOW });
+  expect(checked).toMatchObject({ valid: false, issues: [{ path: 'steps.say.tool', message: expect.stringContaining('unknown tool "core.ehco"') }] });
+  expect(await ok(client, 'validate_flow', { flow: BAD_ARGS_FLOW })).toMatchObject({ valid: false, issues: [{ path: expect.stringMatching(/^steps\.nap\.args/) }] });
+  expect(await ok(client, 'validate_flow', { flow: GATED_FLOW })).toMatchObject({ valid: true, steps: 2 });
+}

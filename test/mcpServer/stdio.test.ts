@@ -8,7 +8,7 @@ import { CLI, childEnv, envFor, runCli } from '../cli/helpers.js';
 import { waitingOrder } from '../cli/signalWaitRow.js';
 import { createTestSchema, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { tempDirSync } from '../helpers/isolation.js';
-import { CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok } from './scenario.js';
+import { CORE_ONLY_CONFIG, GATED_FLOW, approversRefuse, call, forbiddenToolRefused, gatedWorkflowApprovedAs, ok, toolIssuesRefused } from './scenario.js';
 
 /** `stepd mcp --user USER` as a child process, with the SDK's Client on its stdio. */
 async function connect(t: TestSchema, args: string[], env: Record<string, string> = {}): Promise<Client> {
@@ -38,6 +38,11 @@ describe('stepd mcp (stdio)', () => {
     expect(byName.get('core.echo')).toBe(true);
     // list_tools shows only what the caller may call.
     expect(byName.has('http.request')).toBe(false);
+  });
+
+  it('refuses an unknown tool (core.ehco) and literal arguments its schema refuses before insert, as stepd validate', async () => {
+    const t = await createTestSchema();
+    await toolIssuesRefused(await connect(t, ['--user', 'alice']), t);
   });
 
   it('refuses an approval by a user the gate\'s approvers exclude', async () => {

@@ -9,7 +9,8 @@ import { PgBoss } from 'pg-boss';
 import { describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/connect.js';
 import { migrate } from '../../src/db/migrate.js';
-import { getSchedule, insertTickWorkflowIfLater } from '../../src/db/queries/schedules.js';
+import { getSchedule } from '../../src/db/queries/schedules.js';
+import { startTickUnderPolicies } from '../../src/schedules/tickStart.js';
 import { silentLogger } from '../../src/logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE } from '../../src/schedules/bossSchema.js';
 import { Scheduler } from '../../src/schedules/scheduler.js';
@@ -79,7 +80,10 @@ describe("pg-boss's schema as a client sees it", () => {
     const exe = createPool({ url: env.t.url, schema: env.t.schema, role: 'executor', max: 1 });
     onCleanup(() => exe.end());
     const row = (await getSchedule(exe, 'yearly'))!;
-    const start = (tick: string) => insertTickWorkflowIfLater(exe, { schema: env.t.schema, schedule: row, tick: new Date(tick) });
+    const start = async (tick: string) => {
+      const r = await startTickUnderPolicies(exe, { schema: env.t.schema, schedule: row, tick: new Date(tick) });
+      return r.outcome === 'started' ? r.workflowId : undefined;
+    };
     const first = await start('2026-01-01T00:00:00.000Z');
     expect(first).toBeTruthy();
     expect((await waitForWorkflow(env.t, first!)).output).toEqual({ user: victim.role });

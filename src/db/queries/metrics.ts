@@ -19,6 +19,10 @@ export interface QueueGauges {
   oldestReadySeconds: number;
   /** Ready steps held by keys and rates (capacity.ts readCapacityGauges). */
   capacity?: CapacityGauges;
+  /** Gates waiting for an approval (pending steps that wait for no child and no signal), stopping at the cap. */
+  gatesWaiting: number;
+  /** Seconds the oldest waiting gate has waited; 0 when none waits. */
+  oldestGateSeconds: number;
 }
 
 export interface QueueGaugeCaps {
@@ -41,10 +45,54 @@ export async function readQueueGaugesCapped(db: Queryable, caps: QueueGaugeCaps)
                                                    WHERE status = 'ready' AND ready_at <= now() LIMIT $1::int) r)::int
            UNION ALL
            SELECT 'oldest', coalesce((SELECT extract(epoch FROM now() - min(ready_at))
-                                        FROM workflow_steps WHERE status = 'ready' AND ready_at <= now()), 0)::float8`,
+                                        FROM workflow_steps WHERE status = 'ready' AND ready_at <= now()), 0)::float8
+           UNION ALL
+           SELECT 'gates', (SELECT count(*) FROM (SELECT 1 FROM workflow_steps
+                                                   WHERE ${WAITING_GATE} LIMIT $1::int) g)::int
+           UNION ALL
+           SELECT 'oldest_gate', coalesce((SELECT extract(epoch FROM now() - min(created_at))
+                                             FROM workflow_steps WHERE ${WAITING_GATE}), 0)::float8`,
     values: [caps.live, caps.finished],
   });
   const byName = new Map(rows.map((r) => [r.status, Number(r.n)]));
   const workflows = Object.fromEntries(WORKFLOW_STATUSES.map((s) => [s, byName.get(s) ?? 0])) as QueueGauges['workflows'];
-  return { workflows, readySteps: byName.get('ready') ?? 0, oldestReadySeconds: Math.max(0, byName.get('oldest') ?? 0) };
+  return {
+    workflows,
+    readySteps: byName.get('ready') ?? 0,
+    oldestReadySeconds: Math.max(0, byName.get('oldest') ?? 0),
+    gatesWaiting: byName.get('gates') ?? 0,
+    oldestGateSeconds: Math.max(0, byName.get('oldest_gate') ?? 0),
+  };
+}
+
+/**
+ * A gate waiting for its approval: pending, waiting for no child and no signal (as listWorkflows counts them). Served
+ * by workflow_steps_waiting_gates_idx (sql/0033). A constant (no value is built in).
+ */
+const WAITING_GATE = `status = 'pending' AND child_id IS NULL AND (args -> 'signal') IS NULL`;
+
+export interface FinishedWorkflow {
+  id: string;
+  name: string;
+  status: 'completed' | 'failed' | 'cancelled';
+  /** Seconds from its start (its creation when it never started) to its end. */
+  seconds: number;
+  /** When it ended, as an ISO string (a redriven workflow ends again later). */
+  ended_at: string;
+}
+
+/** The rows of these workflows that have finished (the others are left out): name, status, duration. Read-only; at most `ids.length` rows. */
+export async function readFinishedWorkflowsByIds(db: Queryable, ids: readonly string[]): Promise<FinishedWorkflow[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string; name: string; status: FinishedWorkflow['status']; seconds: number; ended_at: Date }>({
+    name: 'stepd_metrics_finished_workflows_by_ids',
+    text: `SELECT id::text, name, status,
+                  greatest(0, extract(epoch FROM coalesce(completed_at, cancelled_at) - coalesce(started_at, created_at)))::float8 AS seconds,
+                  coalesce(completed_at, cancelled_at) AS ended_at
+             FROM workflows
+            WHERE id = ANY($1::bigint[]) AND status IN ('completed', 'failed', 'cancelled')
+              AND coalesce(completed_at, cancelled_at) IS NOT NULL`,
+    values: [ids],
+  });
+  return rows.map((r) => ({ id: r.id, name: r.name, status: r.status, seconds: Number(r.seconds), ended_at: new Date(r.ended_at).toISOString() }));
 }

@@ -35,6 +35,7 @@ ul.tree > li, ul.tree ul > li { margin: .25em 0; }
 time { white-space: nowrap; }
 .step-head { display: flex; flex-wrap: wrap; gap: .6em; align-items: baseline; }
 .muted { color: var(--muted); } .error { color: var(--bad); white-space: pre-wrap; }
+td.d1 { padding-left: 1.8em; } td.d2 { padding-left: 3.3em; } td.d3 { padding-left: 4.8em; } .schema pre { margin: .2em 0; }
 pre { background: #8881; padding: .5em; overflow: auto; max-height: 30em; margin: .3em 0; }
 details > summary { cursor: pointer; color: var(--muted); }
 .gate { border: 1px solid var(--wait); border-radius: 6px; padding: .6em .8em; margin: .6em 0; }

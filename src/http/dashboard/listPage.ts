@@ -6,6 +6,7 @@
 import type { CapacityGauges } from '../../db/queries/capacity.js';
 import { capacityPanel } from './capacityPanel.js';
 import type { WorkflowSummaryView } from '../../api/views.js';
+import type { NestedRow } from './nestSubWorkflows.js';
 import { formatDuration, formatError } from '../../cli/format.js';
 import type { WorkflowStatus } from '../../db/tables.js';
 import { html, type Html } from '../html.js';
@@ -43,14 +44,15 @@ export function renderListLive(filters: ListFilters, rows: WorkflowSummaryView[]
 <thead><tr><th><span class="muted" title="select for cancel / retry">sel</span></th><th>id</th><th>name</th><th>status</th><th>user</th><th>created (UTC)</th><th>duration</th><th>steps</th><th>waiting</th><th>error</th></tr></thead>
 <tbody>${rows.map(row)}</tbody>
 </table>
-${rows.length >= filters.limit ? html`<p class="muted">Showing the newest ${filters.limit}; narrow the filters or <a href="${moreHref(filters)}">show more</a>.</p>` : ''}`;
+${rows.filter((r) => !('depth' in r) || r.depth === 0).length >= filters.limit ? html`<p class="muted">Showing the newest ${filters.limit}; narrow the filters or <a href="${moreHref(filters)}">show more</a>.</p>` : ''}`;
 }
 
-function row(w: WorkflowSummaryView): Html {
-  return html`<tr data-workflow-id="${w.id}" data-status="${w.status}">
-  ${bulkBox(w.id)}
+function row(w: WorkflowSummaryView | NestedRow): Html {
+  const depth = 'depth' in w ? w.depth : 0;
+  return html`<tr data-workflow-id="${w.id}" data-status="${w.status}"${depth > 0 ? html` class="sub" data-parent-id="${w.parentId ?? ''}" data-depth="${String(depth)}"` : ''}>
+  ${depth > 0 ? html`<td></td>` : bulkBox(w.id)}
   <td class="num"><a href="/workflows/${w.id}">${w.id}</a></td>
-  <td><a href="/workflows/${w.id}">${w.name}</a>${w.key ? html` <span class="muted">key ${w.key}</span>` : ''}</td>
+  <td${depth > 0 ? html` class="d${String(Math.min(depth, 3))}"` : ''}>${depth > 0 ? html`<span class="muted" title="sub-workflow of ${w.parentId ?? ''}">↳ </span>` : ''}<a href="/workflows/${w.id}">${w.name}</a>${w.key ? html` <span class="muted">key ${w.key}</span>` : ''}</td>
   <td class="status s-${w.status}">${w.status}</td>
   <td>${w.createdBy ?? ''}</td>
   <td><time datetime="${w.createdAt}">${utc(w.createdAt)}</time></td>

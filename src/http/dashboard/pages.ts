@@ -8,6 +8,7 @@ import { OperationError } from '../../api/errors.js';
 import { toOperationError, type Operations, type WorkflowDetails } from '../../api/operations.js';
 import { toWorkflowSummary } from '../../api/views.js';
 import { listWorkflows } from '../../db/reads.js';
+import { nestSubWorkflows } from './nestSubWorkflows.js';
 import type { Database, WorkflowStatus } from '../../db/tables.js';
 import type { CapacityGauges } from '../../db/queries/capacity.js';
 import type { HttpEnv } from '../auth.js';
@@ -29,12 +30,16 @@ export interface DashboardDeps {
 }
 
 const DEFAULT_LIMIT = 50;
+/** Sub-workflows shown under the listed workflows, at most (the newest). */
+const SUB_WORKFLOW_LIMIT = 500;
 
 export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
   app.get('/', async (c) => {
     const ctx = pageContext(c, deps.sessions);
     const { filters, problems } = parseFilters(c.req.query());
+    // Top-level workflows match the filters; each one's sub-workflows are nested under it.
     const rows = await listWorkflows(deps.db, {
+      topLevel: true,
       limit: filters.limit,
       ...(filters.status ? { status: filters.status } : {}),
       ...(filters.name ? { name: filters.name } : {}),
@@ -44,8 +49,11 @@ export function mountPages(app: Hono<HttpEnv>, deps: DashboardDeps): void {
     }).catch((err: unknown) => {
       throw toOperationError(err);
     });
+    const below = rows.length ? await listWorkflows(deps.db, { rootIds: rows.map((r) => String(r.id)), limit: SUB_WORKFLOW_LIMIT }).catch((err: unknown) => {
+      throw toOperationError(err);
+    }) : [];
     const now = new Date();
-    const views = rows.map((r) => toWorkflowSummary(r, now));
+    const views = nestSubWorkflows(rows.map((r) => toWorkflowSummary(r, now)), below.map((r) => toWorkflowSummary(r, now)));
     const capacity = deps.capacity ? await deps.capacity().catch(() => undefined) : undefined;
     if (isFragmentRequest(c)) return sendHtml(c, ctx, renderListLive(filters, views, capacity));
     return sendHtml(c, ctx, renderListPage(ctx, filters, views, problems.join('; ') || undefined, capacity), problems.length ? 400 : 200);

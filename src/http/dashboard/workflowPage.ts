@@ -66,12 +66,22 @@ function gate(ctx: PageContext, workflowId: string, g: WaitingGate, row: StepVie
   // The executor stores the message rendered (templates resolved) in the gate row's args.
   const rendered = (row?.args as { message?: unknown } | null | undefined)?.message;
   const message = typeof rendered === 'string' ? rendered : g.message;
+  const child = g.workflowId !== undefined
+    ? html` <span class="muted" data-gate-workflow-id="${g.workflowId}">in sub-workflow <a href="/workflows/${g.workflowId}">${g.workflowId}</a>${g.workflowName !== undefined ? html` (${g.workflowName})` : ''}</span>`
+    : '';
   return html`<section class="gate" data-gate-step-id="${g.stepId}">
-  <div><strong>${g.name}</strong> <span class="muted">step #${g.stepId}, waiting ${since}${g.expiresAt ? html`, expires <time datetime="${g.expiresAt}">${utc(g.expiresAt)}</time> UTC` : ''}</span></div>
+  <div><strong>${g.name}</strong>${child} <span class="muted">step #${g.stepId}, waiting ${since}${g.expiresAt ? html`, expires <time datetime="${g.expiresAt}">${utc(g.expiresAt)}</time> UTC` : ''}</span></div>
   ${message ? html`<div class="message">${message}</div>` : ''}
   ${row?.error ? html`<div class="error" data-gate-refusal>${formatError(row.error)}</div>` : ''}
-  ${g.approvers ? html`<div class="muted">approvers: ${g.approvers.join(', ')}${mayAct ? '' : ` (not ${ctx.user})`}</div>` : ''}
-  <div class="actions">
+  ${g.approvers ? html`<div class="muted">approvers: ${g.approvers.join(', ')}</div>` : ''}
+  ${mayAct ? gateForms(ctx, workflowId, g) : html`<div class="muted" data-gate-not-yours>You (${ctx.user}) may not approve or reject this gate: it waits for ${g.approvers?.join(', ') || 'nobody'}.</div>`}
+</section>`;
+}
+
+/** Approve and reject, offered only to a user the gate's approvers admit; its approval.schema shown above the data field. */
+function gateForms(ctx: PageContext, workflowId: string, g: WaitingGate): Html {
+  const schema = g.schema !== undefined ? JSON.stringify(g.schema, null, 2) : undefined;
+  return html`<div class="actions">
     ${actionForm(ctx, `/workflows/${workflowId}/steps/${g.stepId}/approve`, 'approve', 'approve')}
     <form class="inline" method="post" action="/workflows/${workflowId}/steps/${g.stepId}/reject">
       <input type="hidden" name="csrf" value="${ctx.csrf}">
@@ -79,14 +89,14 @@ function gate(ctx: PageContext, workflowId: string, g: WaitingGate, row: StepVie
       <button name="action" value="reject">reject</button>
     </form>
   </div>
-  <details data-key="approve-data-${g.stepId}"><summary>approve with a result</summary>
+  ${schema !== undefined ? html`<div class="schema" data-gate-schema><span class="muted">the approval data must match its approval.schema:</span><pre>${schema}</pre></div>` : ''}
+  <details data-key="approve-data-${g.stepId}"${schema !== undefined ? html` open` : ''}><summary>approve with a result</summary>
     <form method="post" action="/workflows/${workflowId}/steps/${g.stepId}/approve">
       <input type="hidden" name="csrf" value="${ctx.csrf}">
       <textarea name="data" rows="3" cols="60" aria-label="the gate's result as JSON" placeholder='{"approved": true, "budget": 500}'></textarea>
       <div><button name="action" value="approve-with-data">approve with this result</button></div>
     </form>
-  </details>
-</section>`;
+  </details>`;
 }
 
 /** A step waiting for a signal: what it waits for and how to send it. No buttons: it is not a gate. */
