@@ -185,13 +185,18 @@ BEGIN
     RETURNS TABLE (step_id pg_catalog.int8, token pg_catalog.uuid, tool pg_catalog.text, args pg_catalog.jsonb,
                    workflow_id pg_catalog.int8, attempt pg_catalog.int4, "user" pg_catalog.text,
                    idempotency_key pg_catalog.text, deadline pg_catalog.timestamptz)
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    -- Index scans only, as the executor's claims (src/db/connect.ts, BEGIN_PREFERRING_INDEX_SCANS):
+    -- planned with statistics from before a burst, the walk over workflows read the table whole
+    -- at every step (about a second a call beside 2,000 waiting tasks).
+    SET enable_seqscan = off SET enable_bitmapscan = off AS $body$
     #variable_conflict use_column
     DECLARE
       previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       likes pg_catalog.text[];
       held pg_catalog.interval := @schema@.stepd_task_lease(take_tasks.lease);
       n pg_catalog.int4 := take_tasks.max;
+      ids pg_catalog.int8[];
     BEGIN
       IF n IS NULL OR n < 1 OR n > 1000 THEN
         RAISE EXCEPTION 'stepd: max must be between 1 and 1000 (got %)', coalesce(n::pg_catalog.text, 'NULL')
@@ -208,7 +213,10 @@ BEGIN
       PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
       -- Leases that ran out first: their steps go back to the executor as lost attempts.
       PERFORM @schema@.stepd_expire_tasks(100);
-      RETURN QUERY
+      -- The candidates, in the order they are served: each workflow's oldest task first, then
+      -- each one's second, ... (fair across workflows). Workflow priorities (workflows.priority)
+      -- will order here first, before the rank. Computed once, then locked by id: a plan that
+      -- joined the walk to the table re-ran the walk for every waiting row.
       WITH RECURSIVE wf(id, k) AS (
         (SELECT w.workflow_id, 1 FROM @schema@.workflow_steps w
           WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
@@ -218,20 +226,26 @@ BEGIN
                  WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
                    AND w.workflow_id > wf.id ORDER BY w.workflow_id LIMIT 1), wf.k + 1
           FROM wf WHERE wf.id IS NOT NULL AND wf.k < 1000),
-      candidates AS (
+      candidates AS MATERIALIZED (
         SELECT c.id, c.ready_at, c.rank FROM wf CROSS JOIN LATERAL (
           SELECT t.id, t.ready_at, pg_catalog.row_number() OVER (ORDER BY t.ready_at, t.id) AS rank
             FROM @schema@.workflow_steps t
            WHERE t.workflow_id = wf.id AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
              AND t.ready_at <= pg_catalog.now() AND t.tool LIKE ANY (likes)
            ORDER BY t.ready_at, t.id LIMIT n) c
-         WHERE wf.id IS NOT NULL),
-      picked AS (
-        -- Each workflow's oldest task first, then each one's second, ... (fair across workflows).
-        -- Workflow priorities (workflows.priority) will order here first, before c.rank.
-        SELECT t.id FROM candidates c JOIN @schema@.workflow_steps t ON t.id = c.id
-         WHERE t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
-         ORDER BY c.rank, c.ready_at, c.id
+         WHERE wf.id IS NOT NULL)
+      SELECT pg_catalog.array_agg(o.id ORDER BY o.rank, o.ready_at, o.id) INTO ids
+        FROM (SELECT c.id, c.rank, c.ready_at FROM candidates c ORDER BY c.rank, c.ready_at, c.id LIMIT 3 * n + 10) o;
+      IF ids IS NULL THEN
+        PERFORM pg_catalog.set_config('stepd.executor', previous, true);
+        RETURN;
+      END IF;
+      RETURN QUERY
+      WITH picked AS (
+        -- Another worker may hold some of them: skipped (they are its tasks now).
+        SELECT t.id FROM @schema@.workflow_steps t
+         WHERE t.id = ANY (ids) AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
+         ORDER BY pg_catalog.array_position(ids, t.id)
          LIMIT n
            FOR UPDATE OF t SKIP LOCKED),
       taken AS (

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -125,10 +125,12 @@ export function docsBlock(name: string): string {
  * Debian's pgbouncer in transaction mode on a free port, in front of 127.0.0.1:5432 (trust auth),
  * stopped after the test. Returns the URL of `role` through it.
  */
-export async function startPgbouncer(role: string, database: string): Promise<{ url: string; port: number }> {
+export async function startPgbouncer(role: string, database: string): Promise<{ url: string; port: number; show: (what: string) => Promise<Record<string, unknown>[]> }> {
   const bin = '/usr/sbin/pgbouncer';
   if (!existsSync(bin)) throw new Error('pgbouncer is not installed (/usr/sbin/pgbouncer)');
   const dir = tempDirSync('stepd-pgbouncer-');
+  // PgBouncer refuses to run as root: as root it is started as nobody, who writes its log and pid here.
+  chmodSync(dir, 0o777);
   const port = await freePort();
   const users = path.join(dir, 'userlist.txt');
   writeFileSync(users, `"${role}" ""\n`);
@@ -145,15 +147,16 @@ export async function startPgbouncer(role: string, database: string): Promise<{ 
       'auth_type = trust',
       `auth_file = ${users}`,
       'pool_mode = transaction',
+      `admin_users = ${role}`,
       'max_client_conn = 200',
-      'default_pool_size = 4',
+      'default_pool_size = 2',
       'ignore_startup_parameters = extra_float_digits,options',
       `logfile = ${path.join(dir, 'pgbouncer.log')}`,
       `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
       '',
     ].join('\n'),
   );
-  const p = startProc(bin, [ini], { cwd: dir });
+  const p = startProc(bin, [...(process.getuid?.() === 0 ? ['-u', 'nobody'] : []), ini], { cwd: dir });
   onCleanup(() => p.kill('SIGTERM'));
   const url = `postgres://${role}@127.0.0.1:${port}/${database}`;
   await waitFor(async () => {
@@ -170,6 +173,16 @@ export async function startPgbouncer(role: string, database: string): Promise<{ 
       await c.end().catch(() => {});
     }
   }, 'pgbouncer to accept connections');
-  return { url, port };
+  // The admin console (simple queries only): SHOW POOLS, SHOW STATS.
+  const show = async (what: string): Promise<Record<string, unknown>[]> => {
+    const c = new pg.Client({ connectionString: `postgres://${role}@127.0.0.1:${port}/pgbouncer` });
+    await c.connect();
+    try {
+      return (await c.query(`SHOW ${what.replace(/[^A-Z_]/g, '')}`)).rows;
+    } finally {
+      await c.end().catch(() => {});
+    }
+  };
+  return { url, port, show };
 }
 
