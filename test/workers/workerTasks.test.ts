@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { createLoginRole } from '../security/helpers.js';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
+import { createLimitPolicy } from '../../src/tools/limits.js';
 import { randomBytes } from 'node:crypto';
 
 interface Task {
@@ -133,5 +134,51 @@ describe('the SQL worker contract', () => {
     expect(ext!.extend_task).toBe('cancelled');
     const err = await refusal(w.q(`SELECT stepd.finish_task($1, $2, '{}')`, [task.step_id, task.token]));
     expect(err.detail).toBe('reason=cancelled');
+  });
+
+  it('the watchdog turns a lease that ran out into a lost attempt with no worker calling; past the deadline it is a timeout', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing', timeoutMs: 1_000 })] });
+    const w = await workerPool(t);
+    // The prefix's timeout (1 s) applies: the lease asked for (1 hour) stops at the deadline.
+    const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, retry: { maxAttempts: 1 }, done: true } } });
+    const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '1 hour')`))[0], 'a task');
+    expect(task.deadline.getTime() - Date.now()).toBeLessThanOrEqual(1_000);
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('failed');
+    expect(wf.error).toMatchObject({ code: 'timeout' });
+    // A flow's own timeout wins over the prefix's; a short lease with no extend_task is a lost attempt.
+    const id2 = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, timeout: '1h', retry: { maxAttempts: 2, initial: '10ms' }, done: true } } });
+    const t1 = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '1 second')`))[0], 'a task');
+    expect(t1.deadline.getTime() - Date.now()).toBeGreaterThan(50 * 60_000);
+    const retried = await waitFor(async () => {
+      const steps = await getSteps(t, id2);
+      return steps.length === 2 && steps[1]!.status === 'pending' ? steps : undefined;
+    }, 'the lost attempt to be retried');
+    expect(retried[0]).toMatchObject({ status: 'failed', error: { code: 'lost', retryable: true } });
+    const [ext] = await w.q<{ code: string }>(`SELECT stepd.extend_task($1, $2, interval '10 seconds')`, [t1.step_id, t1.token]).then(
+      () => [{ code: 'accepted' }],
+      (e: { code: string; detail?: string }) => [{ code: `${e.code} ${e.detail}` }],
+    );
+    expect(ext!.code).toBe('55000 reason=lost');
+  });
+
+  it('limits count the steps handed to workers: at most two billing steps with the workers at once', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })], limits: createLimitPolicy({ tools: { 'billing.*': 2 } }) });
+    const w = await workerPool(t);
+    const ids = await Promise.all([1, 2, 3, 4, 5, 6].map((n) => insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: { n }, done: true, output: '{{result}}' } } })));
+    const handed = async () =>
+      (await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE status = 'pending' AND task_timeout_ms IS NOT NULL`))[0]!.n;
+    let served = 0;
+    while (served < 6) {
+      await waitFor(async () => (await handed()) === Math.min(2, 6 - served), `${Math.min(2, 6 - served)} steps with the workers`);
+      expect(await handed()).toBeLessThanOrEqual(2);
+      const [task] = await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`);
+      expect(task).toBeDefined();
+      await w.q(`SELECT stepd.finish_task($1, $2, $3)`, [task!.step_id, task!.token, JSON.stringify({ served: task!.args })]);
+      served++;
+    }
+    for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
   });
 });
