@@ -32,6 +32,11 @@
 --   54000 program_limit_exceeded: a result above caps.resultBytes (stepd.size_caps), an error
 --         above 64 KiB, a progress above 16 KiB.
 --
+-- The definer functions write as the executor (stepd.executor = 'on' for the statement, their
+-- owner being trusted) and put the setting back; a failed call needs no EXCEPTION block for it
+-- (which would cost a subtransaction a call): set_config(…, true) is undone with the aborted
+-- (sub)transaction.
+--
 -- How a worker step moves (the executor owns every transition, as for a readied gate):
 --   ready (created as any step) → the executor claims it, checks the user's permission, and
 --   hands it to workers: pending with task_timeout_ms set, NOTIFY stepd_tasks → take_tasks:
@@ -180,6 +185,27 @@ BEGIN
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
 
+  -- A worker's report: the step is ready again with what happened, for the executor to record
+  -- (its ready_at kept, see above), and the executors are woken. Internal: PUBLIC loses EXECUTE.
+  body := $f$
+    CREATE FUNCTION @schema@.stepd_report_task(p_step_id pg_catalog.int8, p_result pg_catalog.jsonb, p_error pg_catalog.jsonb, p_ended pg_catalog.text)
+    RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
+    DECLARE
+      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
+    BEGIN
+      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
+      UPDATE @schema@.workflow_steps t
+         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
+             result = p_result, error = p_error, task_ended = p_ended
+       WHERE t.id = p_step_id;
+      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
+        'schema', @literal@, 'table', 'workflow_steps', 'id', p_step_id, 'status', 'ready')::pg_catalog.text);
+      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
+    END;
+    $body$ $f$;
+  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+
   body := $f$
     CREATE FUNCTION @schema@.take_tasks(tools pg_catalog.text[], max pg_catalog.int4, lease pg_catalog.interval)
     RETURNS TABLE (step_id pg_catalog.int8, token pg_catalog.uuid, tool pg_catalog.text, args pg_catalog.jsonb,
@@ -262,9 +288,6 @@ BEGIN
         FROM taken k JOIN @schema@.workflows w ON w.id = k.workflow_id
        ORDER BY k.id;
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
@@ -275,7 +298,6 @@ BEGIN
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
     #variable_conflict use_variable
     DECLARE
-      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       value pg_catalog.jsonb := coalesce(finish_task.result, 'null'::pg_catalog.jsonb);
       cap pg_catalog.int8;
       over pg_catalog.int8;
@@ -288,20 +310,10 @@ BEGIN
           USING ERRCODE = 'program_limit_exceeded', DETAIL = pg_catalog.format('cap=caps.resultBytes limit=%s actual=%s', cap, over),
                 HINT = 'Store large values elsewhere and return a reference to them.';
       END IF;
-      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
-      UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
-             result = value, error = NULL, task_ended = 'finished'
-       WHERE t.id = finish_task.step_id;
-      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
-        'schema', @literal@, 'table', 'workflow_steps', 'id', finish_task.step_id, 'status', 'ready')::pg_catalog.text);
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
+      PERFORM @schema@.stepd_report_task(finish_task.step_id, value, NULL, 'finished');
     END;
     $body$ $f$;
-  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+  EXECUTE pg_catalog.replace(body, '@schema@', s);
 
   body := $f$
     CREATE FUNCTION @schema@.fail_task(step_id pg_catalog.int8, token pg_catalog.uuid, error pg_catalog.jsonb)
@@ -309,7 +321,6 @@ BEGIN
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
     #variable_conflict use_variable
     DECLARE
-      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       e pg_catalog.jsonb := fail_task.error;
       code pg_catalog.text;
       message pg_catalog.text;
@@ -348,20 +359,10 @@ BEGIN
       IF e OPERATOR(pg_catalog.?) 'retryAfterMs' THEN
         stored := stored OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('retryAfterMs', e OPERATOR(pg_catalog.->) 'retryAfterMs');
       END IF;
-      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
-      UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
-             error = stored, task_ended = 'failed'
-       WHERE t.id = fail_task.step_id;
-      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
-        'schema', @literal@, 'table', 'workflow_steps', 'id', fail_task.step_id, 'status', 'ready')::pg_catalog.text);
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
+      PERFORM @schema@.stepd_report_task(fail_task.step_id, NULL, stored, 'failed');
     END;
     $body$ $f$;
-  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+  EXECUTE pg_catalog.replace(body, '@schema@', s);
 
   body := $f$
     CREATE FUNCTION @schema@.extend_task(step_id pg_catalog.int8, token pg_catalog.uuid, lease pg_catalog.interval)
@@ -381,9 +382,6 @@ BEGIN
        WHERE t.id = extend_task.step_id;
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
       RETURN 'ok';
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
@@ -422,9 +420,6 @@ BEGIN
         'itemIndex', r.item_index, 'progress', p, 'at', pg_catalog.now()))::pg_catalog.text);
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
       RETURN 'ok';
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
@@ -433,6 +428,7 @@ BEGIN
     'REVOKE ALL ON FUNCTION @schema@.stepd_expire_tasks(pg_catalog.int4),
        @schema@.stepd_task_held(pg_catalog.int8, pg_catalog.uuid, pg_catalog.bool),
        @schema@.stepd_task_lease(pg_catalog.interval),
+       @schema@.stepd_report_task(pg_catalog.int8, pg_catalog.jsonb, pg_catalog.jsonb, pg_catalog.text),
        @schema@.take_tasks(pg_catalog.text[], pg_catalog.int4, pg_catalog.interval),
        @schema@.finish_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb),
        @schema@.fail_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb),

@@ -2,13 +2,11 @@
  * The SQL worker contract (sql/0027) against a real executor: a worker role that may call the
  * five functions only serves `billing.*` steps of a workflow that mixes them with executor tools.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
-import { createLoginRole } from '../security/helpers.js';
+import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { connectAs } from './workerHelpers.js';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
 import { createLimitPolicy } from '../../src/tools/limits.js';
-import { randomBytes } from 'node:crypto';
 
 interface Task {
   step_id: string;
@@ -22,14 +20,8 @@ interface Task {
   deadline: Date;
 }
 
-/** A pool connected as a fresh LOGIN role granted `<schema>_worker`; `stepd.` names the test schema. */
-async function workerPool(t: TestSchema): Promise<{ q: <R = any>(text: string, values?: unknown[]) => Promise<R[]>; pool: pg.Pool }> {
-  const { url } = await createLoginRole(t, `${t.schema}_worker`, `wrk_${randomBytes(5).toString('hex')}`);
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  pool.on('error', () => {});
-  onCleanup(() => pool.end().catch(() => {}));
-  return { pool, q: async (text, values) => (await pool.query(text.replaceAll('stepd.', `${t.schema}.`), values)).rows };
-}
+/** A pool connected as a fresh LOGIN role granted `<schema>_worker`. */
+const workerPool = (t: TestSchema) => connectAs(t, `${t.schema}_worker`);
 
 async function refusal(p: Promise<unknown>): Promise<{ code: string; message: string; detail?: string }> {
   const err = await p.then(() => undefined, (e: unknown) => e as { code: string; message: string; detail?: string });
