@@ -173,4 +173,20 @@ describe('the SQL worker contract', () => {
     }
     for (const id of ids) expect((await waitForWorkflow(t, id)).status).toBe('completed');
   });
+
+  it('a worker step takes no executor slot: it is handed out and recorded while the only slot is busy', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })], concurrency: 1 });
+    const w = await workerPool(t);
+    // One sleeper holds the slot, the other waits for it as the claim's prefetch: no claim has room.
+    const sleeper = { start: 's', steps: { s: { tool: 'core.sleep', args: { ms: 60_000 }, timeout: '2m', done: true } } };
+    const busy = await insertWorkflow(t, sleeper);
+    const waiting = await insertWorkflow(t, sleeper);
+    await waitFor(async () => (await getSteps(t, busy)).find((s) => s.status === 'running') && (await getSteps(t, waiting)).find((s) => s.status === 'running'), 'the slot and the prefetch to be taken');
+    const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true, output: '{{result}}' } } });
+    const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`))[0], 'a task');
+    await w.q(`SELECT stepd.finish_task($1, $2, '{"ok": 1}')`, [task.step_id, task.token]);
+    expect((await waitForWorkflow(t, id)).output).toEqual({ ok: 1 });
+    expect((await getSteps(t, busy))[0]!.status).toBe('running');
+  });
 });
