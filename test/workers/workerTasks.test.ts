@@ -189,4 +189,38 @@ describe('the SQL worker contract', () => {
     expect((await waitForWorkflow(t, id)).output).toEqual({ ok: 1 });
     expect((await getSteps(t, busy))[0]!.status).toBe('running');
   });
+
+  it('takes fairly across workflows, wakes listeners on stepd_tasks, and a redriven worker step is served again', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })] });
+    const w = await workerPool(t);
+    const listener = await w.pool.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    await listener.query('LISTEN stepd_tasks');
+    try {
+      const fanout = { start: 'each', steps: { each: { forEach: { items: '{{input.list}}', step: 'c' }, join: 'j' }, c: { tool: 'billing.charge', args: { i: '{{item}}' } }, j: { tool: 'core.noop', done: true } } };
+      const big = await insertWorkflow(t, fanout, { list: Array.from({ length: 100 }, (_, i) => i) });
+      await waitFor(async () => (await t.q(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE workflow_id = $1 AND status = 'pending'`, [big]))[0].n === 100, 'the big fan-out to wait');
+      const small = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: { small: true }, retry: { maxAttempts: 1 }, done: true, output: '{{result}}' } } });
+      await waitFor(async () => (await t.q(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE workflow_id = $1 AND status = 'pending'`, [small]))[0].n === 1, 'the small one to wait');
+      await waitFor(() => heard.some((p) => JSON.parse(p).tool === 'billing.charge' && JSON.parse(p).schema === t.schema), 'a stepd_tasks notification');
+      // The small workflow's one task comes in the first batch, beside the big one's oldest.
+      const batch = await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 5, interval '30 seconds')`);
+      expect(batch).toHaveLength(5);
+      expect(batch.map((b) => b.workflow_id)).toContain(small);
+      const mine = batch.find((b) => b.workflow_id === small)!;
+      await w.q(`SELECT stepd.fail_task($1, $2, '{"code": "declined", "message": "no", "retryable": true}')`, [mine.step_id, mine.token]);
+      expect((await waitForWorkflow(t, small)).error).toMatchObject({ code: 'declined' });
+      // Redrive: a new attempt is handed to the workers, with the step's idempotency key.
+      await t.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed'`, [small]);
+      const again = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.charge'], 200, interval '30 seconds')`)).find((b) => b.workflow_id === small), 'the redriven task');
+      expect(again.attempt).toBe(2);
+      expect(again.idempotency_key).toBe(mine.idempotency_key);
+      await w.q(`SELECT stepd.finish_task($1, $2, '{"paid": true}')`, [again.step_id, again.token]);
+      expect(await waitForWorkflow(t, small)).toMatchObject({ status: 'completed', output: { paid: true } });
+    } finally {
+      listener.release(true);
+    }
+  });
 });
