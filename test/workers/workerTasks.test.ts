@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { connectAs } from './workerHelpers.js';
+import { envFor, runCli } from '../cli/helpers.js';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
 import { createLimitPolicy } from '../../src/tools/limits.js';
 
@@ -121,6 +122,12 @@ describe('the SQL worker contract', () => {
     const w = await workerPool(t);
     const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true } } });
     const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`))[0], 'a task');
+    // Not a gate: `stepd approve` refuses it, and `stepd status` shows it with the workers.
+    const approve = await runCli(['approve', task.step_id], { env: envFor(t) });
+    expect(approve.code).not.toBe(0);
+    expect(approve.stderr).toMatch(/not a gate: it waits for a worker serving billing\.charge/);
+    const status = await runCli(['status', id], { env: envFor(t) });
+    expect(status.stdout).toMatch(/with the workers \(billing\.charge\)/);
     await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
     const [ext] = await w.q<{ extend_task: string }>(`SELECT stepd.extend_task($1, $2, interval '30 seconds')`, [task.step_id, task.token]);
     expect(ext!.extend_task).toBe('cancelled');
