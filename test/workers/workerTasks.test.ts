@@ -63,6 +63,11 @@ describe('the SQL worker contract', () => {
     const wf = await waitForWorkflow(t, id);
     expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
     expect(wf.output).toEqual({ charged: 'ch_42' });
+    // The step started when the worker took it (not when its report was recorded).
+    const charge = (await getSteps(t, id)).find((s) => s.name === 'charge')!;
+    const [taken] = await t.q<{ task_taken_at: Date }>(`SELECT task_taken_at FROM stepd.workflow_steps WHERE id = $1`, [charge.id]);
+    expect(charge.started_at).toEqual(taken!.task_taken_at);
+    expect(charge.progress).toEqual({ progress: 1, total: 2 });
     // A stale token (already finished) is refused and changes nothing.
     const before = await getSteps(t, id);
     const err = await refusal(w.q(`SELECT stepd.finish_task($1, $2, '{"id": "other"}')`, [task!.step_id, task!.token]));
