@@ -31,6 +31,7 @@
 --   22023 invalid_parameter_value: a bad argument (max, lease, patterns, error or progress shape).
 --   54000 program_limit_exceeded: a result above caps.resultBytes (stepd.size_caps), an error
 --         above 64 KiB, a progress above 16 KiB.
+--   42501 insufficient_privilege: the calling role is not granted <schema>_worker.
 --
 -- The definer functions write as the executor (stepd.executor = 'on' for the statement, their
 -- owner being trusted) and put the setting back; a failed call needs no EXCEPTION block for it
