@@ -3,7 +3,7 @@
  * five functions only serves `billing.*` steps of a workflow that mixes them with executor tools.
  */
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { asExecutor, createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { connectAs } from './workerHelpers.js';
 import { envFor, runCli } from '../cli/helpers.js';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
@@ -234,5 +234,21 @@ describe('the SQL worker contract', () => {
     } finally {
       listener.release(true);
     }
+  });
+
+  it('a report an executor was recording when it went away is recorded by another, not lost', async () => {
+    const t = await createTestSchema();
+    const first = await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })] });
+    const w = await workerPool(t);
+    const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true, output: '{{result}}' } } });
+    const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`))[0], 'a task');
+    await first.stop({ graceMs: 0 });
+    await w.q(`SELECT stepd.finish_task($1, $2, '{"charged": 1}')`, [task.step_id, task.token]);
+    // An executor that claimed the report to record it, then vanished (its lease ran out, it is not alive).
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'running', executor_id = 'gone', started_at = now(), lease_until = now() - interval '1 second' WHERE id = $1 AND status = 'ready'`, [task.step_id]);
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })] });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf).toMatchObject({ status: 'completed', output: { charged: 1 } });
+    expect((await getSteps(t, id)).map((s) => [s.status, s.attempt])).toEqual([['done', 1]]);
   });
 });
