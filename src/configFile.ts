@@ -13,6 +13,7 @@ import type { Secrets } from './secrets.js';
 import { llmConfigSchema, type LlmConfig } from './tools/llm/llmConfig.js';
 import { retentionSchema, type RetentionPolicy } from './retention/retentionPolicy.js';
 import { approvalLinksSchema, notifySchema, type ApprovalLinksConfig, type NotifyHook } from './notify/notifyConfig.js';
+import { workerConfigIssues, workersSchema, type WorkersConfig } from './workers/workersConfig.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http', 'llm'];
@@ -95,6 +96,7 @@ const fileSchema = z.strictObject({
   retention: retentionSchema.optional(),
   notify: notifySchema.optional(),
   approvalLinks: approvalLinksSchema.optional(),
+  workers: workersSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -135,6 +137,8 @@ export interface StepdFileConfig {
   /** Webhooks on events, and the approval links they carry (src/notify/notifyConfig.ts). */
   notify?: NotifyHook[];
   approvalLinks?: ApprovalLinksConfig;
+  /** Tool prefixes served by workers (src/workers/workersConfig.ts). */
+  workers?: WorkersConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {
@@ -189,6 +193,7 @@ export function parseConfigFile(json: unknown, env: Env = process.env, source = 
     if (server) servers[name] = server;
   }
   const api = isPlainObject(expanded) && 'api' in expanded ? parseApi(expanded.api, issues, secrets) : undefined;
+  if (isPlainObject(expanded)) issues.push(...workerConfigIssues(expanded.workers, RESERVED_SERVER_NAMES, expanded.mcpServers));
   if (!parsed.success || issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
 
   const { mcpServers, api: _rawApi, ...rest } = parsed.data;

@@ -43,6 +43,7 @@ import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
 import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
+import { refuseWorkerStep } from './workerStepRefusal.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
 import { bulkAsUser, type BulkInput } from './bulkOperation.js';
@@ -347,6 +348,7 @@ export class Operations {
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
     refuseSignalWait(step, verb);
+    refuseWorkerStep(step, verb);
     if (step.child_id !== null) {
       // The database refuses it too (sql/0011): it completes when its sub-workflow finishes.
       throw new OperationError(

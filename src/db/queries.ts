@@ -25,3 +25,4 @@ export * from './queries/lanes.js';
 export * from './queries/sizeCaps.js';
 export * from './queries/usage.js';
 export * from './queries/forkState.js';
+export * from './queries/workerTasks.js';

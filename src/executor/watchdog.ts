@@ -11,6 +11,8 @@
  * its late outcome, and finds out that its steps were taken (findStepsNoLongerRunning).
  */
 import {
+  expireWorkerTasksPastLease,
+  handBackReportedWorkerSteps,
   findExpiredGates,
   findExpiredLeasesOfGoneExecutors,
   findOwnStepsPastLease,
@@ -115,6 +117,12 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     await notifyStepsReady(pool, deps.tx.schema);
     deps.log.warn({ count: handedBack }, 'handed back sub-workflow steps whose executor stopped while settling them');
   }
+  // Likewise a worker's report another executor was recording: back to ready, the report kept (sql/0027).
+  const reported = await handBackReportedWorkerSteps(pool, deps.tx.executorId);
+  if (reported > 0) {
+    await notifyStepsReady(pool, deps.tx.schema);
+    deps.log.warn({ count: reported }, 'handed back worker reports whose executor stopped while recording them');
+  }
   for (const row of await findStepsOfDeadExecutors(pool, deps.tx.executorId, batch)) {
     const outcome: Outcome = {
       status: 'failed',
@@ -147,6 +155,10 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     }
     deps.onResult(r);
   }
+
+  // Worker tasks whose lease ran out go back to the executors as lost attempts (sql/0027).
+  const tasksLost = await expireWorkerTasksPastLease(pool, batch);
+  if (tasksLost > 0) deps.log.warn({ count: tasksLost }, 'worker task leases ran out; the steps are retried');
 
   for (const row of await findExpiredGates(pool, batch)) {
     const wf = (await deps.tx.cache.load(pool, [row.workflow_id])).get(row.workflow_id);

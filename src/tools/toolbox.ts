@@ -15,6 +15,8 @@ import { createLimitPolicy, type LimitPolicy } from './limits.js';
 import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
 import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
 import { ToolRegistry } from './registry.js';
+import { workerPrefixes, type WorkerPrefix } from '../workers/workersConfig.js';
+import { WorkerToolProvider } from '../workers/workerTools.js';
 
 export const DEFAULT_CONFIG_FILE = 'stepd.config.json';
 
@@ -26,6 +28,8 @@ export interface Toolbox {
   permissions: PermissionPolicy;
   limits: LimitPolicy;
   mcp: McpServerProvider[];
+  /** Tool prefixes served by workers (config `workers`). */
+  workers: WorkerPrefix[];
   /** The config's `${VAR}` values, redacted from every tool result, error and (given to createLogger) log line. */
   secrets: Secrets;
 }
@@ -62,7 +66,8 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
   // An API key written into the file (not a ${VAR}) is a secret all the same.
   for (const p of Object.values(config.llm?.providers ?? {})) if (p.apiKey) secrets.add(p.apiKey);
   const llm = new LlmToolProvider({ config: config.llm, egress, secrets, log });
-  const registry = new ToolRegistry([new CoreTools(), http, llm, ...mcp], { secrets });
+  const workers = workerPrefixes(config.workers);
+  const registry = new ToolRegistry([new CoreTools(), http, llm, ...mcp, ...workers.map((w) => new WorkerToolProvider(w))], { secrets });
   return {
     secrets,
     config,
@@ -71,6 +76,7 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
     permissions: createPermissionPolicy(config.permissions),
     limits: createLimitPolicy(config.limits),
     mcp,
+    workers,
   };
 }
 

@@ -7,9 +7,13 @@ import type { StepRow } from '../tables.js';
 import type { Queryable } from './common.js';
 import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
-/** Every claim sets owner and lease alike ($1 executor id, $3 lease in ms) and returns the same rows. */
+/**
+ * Every claim sets owner and lease alike ($1 executor id, $3 lease in ms) and returns the same
+ * rows. A worker step claimed to record its report (sql/0027) keeps the time a worker took it.
+ */
 export const CLAIM_UPDATE = `UPDATE workflow_steps
-                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
+                SET updated_at = now(), status = 'running', executor_id = $1,
+                    started_at = CASE WHEN task_ended IS NULL THEN now() ELSE coalesce(started_at, now()) END,
                     lease_until = now() + $3 * interval '1 millisecond'`;
 
 /**
@@ -17,6 +21,8 @@ export const CLAIM_UPDATE = `UPDATE workflow_steps
  * step.started event for each, NOTIFYed by the statement itself in id order when `$schema` is
  * not null (events on; the executor's sessions silence the per-row trigger, sql/0016). The
  * payload's step name is cut to 200 characters, so no row can make it exceed NOTIFY's limit.
+ * A worker step claimed to record what its worker reported (sql/0027) started when it was
+ * handed to the workers: it is not announced again.
  */
 function claimReturning(schemaParam: string): string {
   return `RETURNING *),
@@ -37,7 +43,7 @@ export function claimedWithEvents(schemaParam: string): string {
                         'type', 'step.started', 'schema', ${schemaParam}::text, 'workflowId', c.workflow_id::text,
                         'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
                         'itemIndex', c.item_index, 'at', c.started_at))::text)
-                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL ORDER BY c.id) x)`;
+                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL AND c.task_ended IS NULL ORDER BY c.id) x)`;
 }
 
 /** Who claims, for how long, and the schema step.started events name (null: events off). */
@@ -122,7 +128,7 @@ export async function claimReadyStepsFairly(
   return { rows: claimed, lastVisited: first?.last_visited ?? null, visited: first?.visited ?? 0 };
 }
 
-/** Claims ready steps without a tool (readied gates, due timers): they take no tool slot. */
+/** Claims ready steps without a tool (readied gates, due timers) and worker steps a worker reported (sql/0027): they take no tool slot. */
 export async function claimReadyToollessSteps(
   db: Queryable,
   opts: ClaimBy & { limit: number },
@@ -132,7 +138,7 @@ export async function claimReadyToollessSteps(
     text: `WITH claimed AS (
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM workflow_steps
-                            WHERE status = 'ready' AND tool IS NULL AND ready_at <= now() AND NOT gated
+                            WHERE status = 'ready' AND (tool IS NULL OR task_ended IS NOT NULL) AND ready_at <= now() AND NOT gated
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
           ${claimReturning('$4')}`,
     values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
@@ -152,7 +158,7 @@ export async function peekReadySteps(
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_peek_ready_steps',
     text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'ready' AND ready_at <= now() AND NOT gated AND (NOT $2 OR tool IS NULL) ORDER BY ready_at, id LIMIT $1`,
+            WHERE status = 'ready' AND ready_at <= now() AND NOT gated AND (NOT $2 OR tool IS NULL OR task_ended IS NOT NULL) ORDER BY ready_at, id LIMIT $1`,
     values: [limit, toollessOnly],
   });
   return rows;
@@ -174,13 +180,13 @@ export async function lockClaimLimits(db: Queryable, _schema: string): Promise<v
   });
 }
 
-/** Running tool steps on the whole database, by tool and user: what the limits count. */
+/** Running tool steps on the whole database (worker tasks handed to workers too, sql/0027), by tool and user: what the limits count. */
 export async function countRunningToolSteps(db: Queryable): Promise<{ tool: string; created_by: string | null; n: number }[]> {
   const { rows } = await db.query<{ tool: string; created_by: string | null; n: number }>({
     name: 'stepd_count_running_tool_steps',
     text: `SELECT s.tool, w.created_by, count(*)::int AS n
              FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-            WHERE s.status = 'running' AND s.tool IS NOT NULL
+            WHERE (s.status = 'running' OR (s.status = 'pending' AND s.task_timeout_ms IS NOT NULL)) AND s.tool IS NOT NULL
             GROUP BY s.tool, w.created_by`,
   });
   return rows;
