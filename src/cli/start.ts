@@ -18,6 +18,7 @@ import type { PromMetrics } from '../telemetry/promMetrics.js';
 import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
 import { redactUrl } from './format.js';
+import { stopOnSignals, type SignalLog } from '../stopOnSignals.js';
 
 export function registerStart(program: Command): void {
   program
@@ -163,31 +164,9 @@ async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedPost
 }
 
 /** First signal: graceful stop; second: exit at once. `listening` runs once the handlers are installed. */
-export function waitForStop(
-  stop: () => Promise<void>,
-  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void },
-  listening: () => void = () => undefined,
-): Promise<void> {
+export function waitForStop(stop: () => Promise<void>, log: SignalLog, listening: () => void = () => undefined): Promise<void> {
   return new Promise((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.info({ signal }, 'second signal: exiting now');
-        process.exit(130);
-      }
-      stopping = true;
-      log.info({ signal }, 'stopping (send the signal again to exit at once)');
-      stop().then(
-        () => resolve(),
-        (err: unknown) => {
-          log.error({ err }, 'error while stopping');
-          process.exitCode = 1;
-          resolve();
-        },
-      );
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    stopOnSignals(stop, log, 'stopping', resolve);
     listening();
   });
 }

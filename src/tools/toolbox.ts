@@ -14,6 +14,7 @@ import { createLimitPolicy, type LimitPolicy } from './limits.js';
 import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
 import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
 import { ToolRegistry } from './registry.js';
+import type { ToolProvider } from './tool.js';
 
 export const DEFAULT_CONFIG_FILE = 'stepd.config.json';
 
@@ -51,13 +52,15 @@ export interface ToolboxOptions {
   mcpIdleMs?: number;
   /** The config's `${VAR}` values (from loadToolConfig); none when omitted. */
   secrets?: Secrets;
+  /** More providers beside the built-ins and MCP servers (the library's function tools). */
+  providers?: ToolProvider[];
 }
 
 export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: ToolboxOptions = {}): Toolbox {
   const secrets = opts.secrets ?? new Secrets();
   const mcp = createMcpProviders(config.mcpServers, { log, secrets, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
   const http = new HttpToolProvider({ log, secrets, egress: new EgressPolicy({ policy: config.http }) });
-  const registry = new ToolRegistry([new CoreTools(), http, ...mcp], { secrets });
+  const registry = new ToolRegistry([new CoreTools(), http, ...mcp, ...(opts.providers ?? [])], { secrets });
   return {
     secrets,
     config,
