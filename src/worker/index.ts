@@ -5,7 +5,7 @@
  */
 export { createWorker, type Worker, type WorkerOptions } from './createWorker.js';
 export type { TaskEnd } from './taskRun.js';
-export type { WorkerTask } from '../db/queries/workerTasks.js';
+export type { WorkerTask } from '../db/queries/workerContract.js';
 export { StepError } from '../errors.js';
 export {
   defineTool,

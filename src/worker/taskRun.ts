@@ -8,7 +8,7 @@
  * fences a second arrival, so a retry can never record it twice), never after a refusal.
  */
 import type { Queryable } from '../db/queries/common.js';
-import { extendTaskWithToken, failTaskWithToken, finishTaskWithToken, progressTaskWithToken, type WorkerTask } from '../db/queries/workerTasks.js';
+import { extendTaskWithToken, failTaskWithToken, finishTaskWithToken, progressTaskWithToken, type WorkerTask } from '../db/queries/workerContract.js';
 import { coerceError, StepError, type ErrorData } from '../errors.js';
 import { backoffMs } from '../executor/dbOutage.js';
 import { ProgressThrottle } from '../executor/progressThrottle.js';
