@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { trustProxySchema } from './http/trustedProxies.js';
 import type { Secrets } from './secrets.js';
+import { workerConfigIssues, workersSchema, type WorkersConfig } from './workers/workersConfig.js';
 
 /** Prefixes of the built-in tools; an MCP server may not take these names. */
 export const RESERVED_SERVER_NAMES: readonly string[] = ['core', 'http'];
@@ -81,6 +82,7 @@ const fileSchema = z.strictObject({
   http: httpPolicySchema.optional(),
   clients: clientsSchema.optional(),
   caps: capsSchema.optional(),
+  workers: workersSchema.optional(),
   /** Checked by parseApi (its keys are secrets: no issue may name them). */
   api: z.unknown().optional(),
 });
@@ -114,6 +116,8 @@ export interface StepdFileConfig {
   clients?: ClientsConfig;
   caps?: CapsConfig;
   api?: ApiConfig;
+  /** Tool prefixes served by workers (src/workers/workersConfig.ts). */
+  workers?: WorkersConfig;
 }
 
 export function isHttpServer(server: McpServerConfig): server is HttpServerConfig {
@@ -168,6 +172,7 @@ export function parseConfigFile(json: unknown, env: Env = process.env, source = 
     if (server) servers[name] = server;
   }
   const api = isPlainObject(expanded) && 'api' in expanded ? parseApi(expanded.api, issues, secrets) : undefined;
+  if (isPlainObject(expanded)) issues.push(...workerConfigIssues(expanded.workers, RESERVED_SERVER_NAMES, expanded.mcpServers));
   if (!parsed.success || issues.length) throw new ConfigError(`invalid config file ${source}`, issues);
 
   const { mcpServers, api: _rawApi, ...rest } = parsed.data;

@@ -171,9 +171,9 @@ async function setUpRoles(client: pg.Client, schema: string, owner: boolean, res
   const tables = tableRows.map((r) => r.name);
   const { rows: existing } = await client.query<{ rolname: string }>(
     'SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])',
-    [[roles.executor, roles.client]],
+    [[roles.executor, roles.client, roles.worker]],
   );
-  const missing = [roles.executor, roles.client].filter((r) => !existing.some((e) => e.rolname === r));
+  const missing = [roles.executor, roles.client, roles.worker].filter((r) => !existing.some((e) => e.rolname === r));
   if (missing.length > 0) {
     const { rows: me } = await client.query<{ may: boolean }>(
       'SELECT rolsuper OR rolcreaterole AS may FROM pg_roles WHERE rolname = current_user',

@@ -22,3 +22,4 @@ export * from './queries/schedules.js';
 export * from './queries/startAt.js';
 export * from './queries/lanes.js';
 export * from './queries/sizeCaps.js';
+export * from './queries/workerTasks.js';

@@ -7,7 +7,9 @@
  *                       triggers through SECURITY DEFINER functions (sql/0020, sql/0026), read the
  *                       flow registry and add versions, send and read signals (sql/0024), add
  *                       and change its own signal triggers (sql/0026). The guard triggers decide
- *                       which rows and values.
+ *                       which rows and values;
+ *   <schema>_worker   — the worker contract only (sql/0027): EXECUTE on take_tasks, finish_task,
+ *                       fail_task, extend_task and progress_task; no table, no other function.
  * Clients hold no table-level UPDATE, DELETE or TRUNCATE privilege: PostgreSQL lets any of those
  * take every LOCK TABLE mode, so one client could hold ACCESS EXCLUSIVE and stall everyone.
  * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
@@ -18,10 +20,12 @@ import pg from 'pg';
 export interface SchemaRoles {
   executor: string;
   client: string;
+  /** Serves worker tools through the SQL worker contract (sql/0027, docs/workers.md). */
+  worker: string;
 }
 
 export function schemaRoles(schema: string): SchemaRoles {
-  return { executor: `${schema}_executor`, client: `${schema}_client` };
+  return { executor: `${schema}_executor`, client: `${schema}_client`, worker: `${schema}_worker` };
 }
 
 const ident = (name: string): string => pg.escapeIdentifier(name);
@@ -44,7 +48,7 @@ export function grantStatements(schema: string, tables: string[]): string[] {
   const t = (name: string) => `${s}.${ident(name)}`;
   const executorTables = tables.map(t).join(', ');
   return [
-    `GRANT USAGE ON SCHEMA ${s} TO ${ident(r.executor)}, ${ident(r.client)}`,
+    `GRANT USAGE ON SCHEMA ${s} TO ${ident(r.executor)}, ${ident(r.client)}, ${ident(r.worker)}`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON ${executorTables} TO ${ident(r.executor)}`,
     `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${ident(r.executor)}`,
     // `stepd start` runs the migrator, which only reads the log when nothing is pending.
@@ -80,11 +84,29 @@ export function grantStatements(schema: string, tables: string[]): string[] {
           `GRANT EXECUTE ON FUNCTION ${s}.remove_trigger(pg_catalog.text) TO ${ident(r.executor)}, ${ident(r.client)}`,
         ]
       : []),
+    ...workerGrantStatements(schema),
+  ];
+}
+
+/** The worker contract (sql/0027): the worker role may call these five and nothing else; executors sweep leases. */
+function workerGrantStatements(schema: string): string[] {
+  const r = schemaRoles(schema);
+  const s = ident(schema);
+  const fns = [
+    'take_tasks(pg_catalog.text[], pg_catalog.int4, pg_catalog.interval)',
+    'finish_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',
+    'fail_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',
+    'extend_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.interval)',
+    'progress_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',
+  ];
+  return [
+    ...fns.map((f) => `GRANT EXECUTE ON FUNCTION ${s}.${f} TO ${ident(r.worker)}`),
+    `GRANT EXECUTE ON FUNCTION ${s}.stepd_expire_tasks(pg_catalog.int4) TO ${ident(r.executor)}`,
   ];
 }
 
 /** The whole setup as a script a DBA can run (when the migrating role may not create roles). */
 export function roleSetupScript(schema: string, tables: string[]): string {
   const r = schemaRoles(schema);
-  return [createRoleStatement(r.executor), createRoleStatement(r.client), ...grantStatements(schema, tables)].map((x) => `${x};`).join('\n');
+  return [createRoleStatement(r.executor), createRoleStatement(r.client), createRoleStatement(r.worker), ...grantStatements(schema, tables)].map((x) => `${x};`).join('\n');
 }

@@ -17,6 +17,7 @@ import { createClaims, type CreateClaims, type Slots } from './slots.js';
 import { stepProgressSink } from './stepProgress.js';
 import { runClaimedSubWorkflowStep } from './subWorkflows.js';
 import type { TxDeps } from './transactions.js';
+import { runWorkerTaskStep } from './workerTaskStep.js';
 import type { WorkflowCache } from './workflowCache.js';
 
 export interface ExecutorDeps {
@@ -69,6 +70,7 @@ export function runStepDepsOf(c: ExecutorCore): RunStepDeps {
     ...deps,
     progress: (row) => stepProgressSink(progressDeps, row),
     subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
+    workerTask: (row, step, served) => runWorkerTaskStep({ ...subDeps, ...(deps.permissions ? { permissions: deps.permissions } : {}) }, row, step, served),
   };
 }
 

@@ -26,6 +26,11 @@ export interface RunStepDeps {
    * when it started its child and now waits for it.
    */
   subWorkflow?: (row: ClaimedStep, step: CompiledStep) => Promise<Outcome | undefined>;
+  /**
+   * Runs a claimed step of a worker tool (src/executor/workerTaskStep.ts): hands it to the
+   * workers (undefined) or returns the outcome a worker reported.
+   */
+  workerTask?: (row: ClaimedStep, step: CompiledStep, served: { timeoutMs?: number }) => Promise<Outcome | undefined>;
   /** Where a tool call's progress reports go (one sink per attempt); none: they are dropped. */
   progress?: (row: ClaimedStep) => StepProgressSink;
   /** The trace span of this step attempt: the tool call runs in a child span whose traceparent the tool passes on. */
@@ -66,8 +71,11 @@ export async function runStep(deps: RunStepDeps, row: ClaimedStep, step: Compile
       case 'fork':
       case 'pass':
         return { status: 'done', result: row.result ?? null };
-      case 'tool':
+      case 'tool': {
+        const served = step.tool !== null && deps.workerTask ? deps.tools.servedByWorkers(step.tool) : undefined;
+        if (served && deps.workerTask) return await deps.workerTask(row, step, served);
         return { status: 'done', result: await callTool(deps, row, step, signal) };
+      }
       case 'workflow':
         if (!deps.subWorkflow) throw new StepError('bad_step', `step "${row.name}" starts a sub-workflow, which this runner cannot do`);
         return await deps.subWorkflow(row, step);

@@ -11,6 +11,7 @@
  * its late outcome, and finds out that its steps were taken (findStepsNoLongerRunning).
  */
 import {
+  expireWorkerTasksPastLease,
   findExpiredGates,
   findExpiredLeasesOfGoneExecutors,
   findOwnStepsPastLease,
@@ -143,6 +144,10 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
     }
     deps.onResult(r);
   }
+
+  // Worker tasks whose lease ran out go back to the executors as lost attempts (sql/0027).
+  const tasksLost = await expireWorkerTasksPastLease(pool, batch);
+  if (tasksLost > 0) deps.log.warn({ count: tasksLost }, 'worker task leases ran out; the steps are retried');
 
   for (const row of await findExpiredGates(pool, batch)) {
     const wf = (await deps.tx.cache.load(pool, [row.workflow_id])).get(row.workflow_id);

@@ -40,6 +40,8 @@ export async function checkToolUse(flow: CompiledFlow, lookup: ToolLookup, check
       case 'unchecked':
         report.unchecked.push(name);
         continue;
+      case 'worker':
+        continue;
       case 'unknown':
         report.issues.push({
           path: `${at}.tool`,

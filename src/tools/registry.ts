@@ -58,6 +58,13 @@ export class ToolRegistry {
     return this.providers.get(name.slice(0, dot))?.isInstant?.(name.slice(dot + 1)) === true;
   }
 
+  /** Whether a `prefix.tool` is served by workers (ToolProvider.servedByWorkers), and their default timeout. */
+  servedByWorkers(name: string): { timeoutMs?: number } | undefined {
+    const dot = name.indexOf('.');
+    if (dot <= 0 || dot === name.length - 1) return undefined;
+    return this.providers.get(name.slice(0, dot))?.servedByWorkers?.(name.slice(dot + 1));
+  }
+
   async list(): Promise<ToolInfo[]> {
     const all: ToolInfo[] = [];
     for (const p of this.providers.values()) {

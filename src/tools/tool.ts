@@ -53,6 +53,11 @@ export interface ToolProvider {
    * no tool slot, like gates and timers. Absent: no tool of this provider is instant.
    */
   isInstant?(tool: string): boolean;
+  /**
+   * Whether `tool` is served by worker processes (config `workers`, sql/0027) rather than called
+   * here; with the timeout its steps get when the flow sets none. Absent: called here.
+   */
+  servedByWorkers?(tool: string): { timeoutMs?: number } | undefined;
   /** Lists the tools this provider has (may connect). */
   list(): Promise<ToolInfo[]>;
   /** Releases connections; called once on shutdown. */

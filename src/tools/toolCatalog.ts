@@ -15,6 +15,8 @@ export type ServerTools =
   | { state: 'unreachable'; error: string }
   /** A config was read and has no such server. */
   | { state: 'unknown'; servers: string[] }
+  /** Served by workers (config `workers`): any tool name under the prefix, arguments unchecked. */
+  | { state: 'worker' }
   /** No config was read, so MCP servers cannot be checked. */
   | { state: 'unchecked' };
 
@@ -51,6 +53,7 @@ export class ToolCatalog implements ToolLookup {
       return { state: 'listed', builtin: true, tools: (await this.#toolbox.registry.listOf(prefix)) ?? [] };
     }
     if (this.#toolbox.configPath === undefined) return { state: 'unchecked' };
+    if (this.#toolbox.workers.some((w) => w.prefix === prefix)) return { state: 'worker' };
     const provider = this.#toolbox.mcp.find((p) => p.prefix === prefix);
     if (!provider) return { state: 'unknown', servers: this.#toolbox.mcp.map((p) => p.prefix) };
     if (!this.#connect) return { state: 'unchecked' };

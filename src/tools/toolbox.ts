@@ -15,6 +15,8 @@ import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
 import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
 import { ToolRegistry } from './registry.js';
 import type { ToolProvider } from './tool.js';
+import { workerPrefixes, type WorkerPrefix } from '../workers/workersConfig.js';
+import { WorkerToolProvider } from '../workers/workerTools.js';
 
 export const DEFAULT_CONFIG_FILE = 'stepd.config.json';
 
@@ -26,6 +28,8 @@ export interface Toolbox {
   permissions: PermissionPolicy;
   limits: LimitPolicy;
   mcp: McpServerProvider[];
+  /** Tool prefixes served by workers (config `workers`). */
+  workers: WorkerPrefix[];
   /** The config's `${VAR}` values, redacted from every tool result, error and (given to createLogger) log line. */
   secrets: Secrets;
 }
@@ -60,7 +64,8 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
   const secrets = opts.secrets ?? new Secrets();
   const mcp = createMcpProviders(config.mcpServers, { log, secrets, ...(opts.mcpIdleMs !== undefined ? { idleMs: opts.mcpIdleMs } : {}) });
   const http = new HttpToolProvider({ log, secrets, egress: new EgressPolicy({ policy: config.http }) });
-  const registry = new ToolRegistry([new CoreTools(), http, ...mcp, ...(opts.providers ?? [])], { secrets });
+  const workers = workerPrefixes(config.workers);
+  const registry = new ToolRegistry([new CoreTools(), http, ...mcp, ...workers.map((w) => new WorkerToolProvider(w)), ...(opts.providers ?? [])], { secrets });
   return {
     secrets,
     config,
@@ -69,6 +74,7 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
     permissions: createPermissionPolicy(config.permissions),
     limits: createLimitPolicy(config.limits),
     mcp,
+    workers,
   };
 }
 

@@ -39,6 +39,7 @@ export async function dropSchemaAndRoles(db: pg.Pool | pg.Client, schema: string
   await db.query(`DROP SCHEMA IF EXISTS ${schema}_boss CASCADE`).catch(() => {});
   await db.query(`DROP ROLE IF EXISTS ${schema}_executor`).catch(() => {});
   await db.query(`DROP ROLE IF EXISTS ${schema}_client`).catch(() => {});
+  await db.query(`DROP ROLE IF EXISTS ${schema}_worker`).catch(() => {});
 }
 
 export interface TestSchema {

@@ -69,6 +69,7 @@ export async function createSecuredSchema(): Promise<TestSchema> {
     const roles = schemaRoles(t.schema);
     await dropRole(t.db, roles.client).catch(() => {});
     await dropRole(t.db, roles.executor).catch(() => {});
+    await dropRole(t.db, `${t.schema}_worker`).catch(() => {});
   });
   return t;
 }

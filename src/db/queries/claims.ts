@@ -164,13 +164,13 @@ export async function lockClaimLimits(db: Queryable, _schema: string): Promise<v
   });
 }
 
-/** Running tool steps on the whole database, by tool and user: what the limits count. */
+/** Running tool steps on the whole database (worker tasks handed to workers too, sql/0027), by tool and user: what the limits count. */
 export async function countRunningToolSteps(db: Queryable): Promise<{ tool: string; created_by: string | null; n: number }[]> {
   const { rows } = await db.query<{ tool: string; created_by: string | null; n: number }>({
     name: 'stepd_count_running_tool_steps',
     text: `SELECT s.tool, w.created_by, count(*)::int AS n
              FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-            WHERE s.status = 'running' AND s.tool IS NOT NULL
+            WHERE (s.status = 'running' OR (s.status = 'pending' AND s.task_timeout_ms IS NOT NULL)) AND s.tool IS NOT NULL
             GROUP BY s.tool, w.created_by`,
   });
   return rows;
