@@ -93,6 +93,8 @@ class TaskWorker implements Worker {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`createWorker: concurrency must be a whole number from 1 (got ${String(concurrency)})`);
     const schema = assertSchemaName(options.schema ?? process.env.STEPD_SCHEMA ?? 'stepd');
     const leaseMs = options.leaseMs ?? DEFAULTS.leaseMs;
+    // The contract's bounds (take_tasks, extend_task): a lease of 1 second to 1 day.
+    if (!Number.isFinite(leaseMs) || leaseMs < 1_000 || leaseMs > 86_400_000) throw new TypeError(`createWorker: leaseMs must be from 1000 (1 s) to 86400000 (1 day) (got ${String(leaseMs)})`);
     this.#opts = { ...DEFAULTS, ...options, concurrency, schema, leaseMs, heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)) };
     this.#tools = new Map(Object.entries(options.tools));
     this.#log = (options.logger ?? createLogger({ name: 'stepd-worker' })).child({ worker: `${os.hostname()}:${process.pid}` });
