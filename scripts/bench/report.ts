@@ -60,7 +60,7 @@ function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScen
   ];
 }
 
-const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'wakeup', 'fanoutLarge', 'io'];
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'wakeup', 'fanoutLarge', 'io', 'workers'];
 
 /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
 export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
@@ -72,6 +72,7 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
     case 'fanoutLarge': return r.fanoutLarge ? r.fanoutLarge.items + 2 : undefined;
     case 'wakeup': return r.wakeup?.gates;
     case 'io': return r.io?.steps;
+    case 'workers': return r.workers ? r.workers.steps + 2 * r.workers.chain.steps : undefined;
   }
 }
 

@@ -18,6 +18,7 @@ import { runChain, type ChainResult } from './chain.js';
 import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
+import { runWorkers, startWorkerProcesses, WORKERS_CONFIG, type WorkersResult } from './workerScenario.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
 import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from './pg.js';
@@ -27,7 +28,7 @@ import { warmUp, type StepdContext } from './stepdScenario.js';
 import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'wakeup' | 'fanoutLarge' | 'io' | 'workers';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -39,6 +40,7 @@ export interface StepdRunResult {
   wakeup?: WakeupResult;
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
+  workers?: WorkersResult;
   /** Executor CPU while idle (no work, nothing arriving), % of one core. */
   idleCpuPercent?: number;
   /** Executor CPU over its whole life until the end of the idle window, seconds. */
@@ -159,6 +161,23 @@ export async function runStepdScenarios(opts: {
       await scenario(ctx, 'io', `io (${s.io} workflows × 3 steps of ${settings.ioSleepMs} ms, concurrency ${settings.ioConcurrency})`, () =>
         runIoBound(ctx, { workflows: s.io, concurrency: settings.ioConcurrency, sleepMs: settings.ioSleepMs }),
       );
+      exec.assertAlive();
+    }
+    if (selected('workers')) {
+      const exec = await startExecutor({ executorId: 'bench-workers', config: WORKERS_CONFIG });
+      executors.push(exec);
+      const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
+      await warmUp(ctx);
+      const { workerProcesses: processes, workerConcurrency: concurrency } = settings;
+      progress(`starting ${processes} worker processes × ${concurrency}`);
+      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup });
+      try {
+        await scenario(ctx, 'workers', `workers (${s.workers} steps of ${settings.ioSleepMs} ms on ${processes} workers × ${concurrency}; chains of ${s.workerChain})`, () =>
+          runWorkers(ctx, { processes, concurrency, sleepMs: settings.ioSleepMs, workflows: s.workers, chain: s.workerChain }),
+        );
+      } finally {
+        await stopWorkers();
+      }
       exec.assertAlive();
     }
   } catch (err) {

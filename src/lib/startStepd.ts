@@ -85,9 +85,13 @@ export async function startStepd(options: StepdOptions = {}): Promise<Stepd> {
   const log = options.logger ?? createLogger({ secrets, level: process.env.STEPD_LOG_LEVEL ?? 'warn' });
   const config = await configOf(options.config, secrets);
   const providers = functionToolProviders(options.tools ?? {});
-  const taken = new Set([...RESERVED_SERVER_NAMES, ...Object.keys(config.mcpServers ?? {})]);
-  const clash = providers.find((p) => taken.has(p.prefix));
-  if (clash) throw new TypeError(`tools: the prefix "${clash.prefix}" is taken (by ${RESERVED_SERVER_NAMES.includes(clash.prefix) ? 'the built-in tools' : 'an MCP server of the config'}); choose another`);
+  const takenBy = new Map<string, string>([
+    ...RESERVED_SERVER_NAMES.map((n) => [n, 'the built-in tools'] as const),
+    ...Object.keys(config.mcpServers ?? {}).map((n) => [n, 'an MCP server of the config'] as const),
+    ...Object.keys(config.workers ?? {}).map((n) => [n, 'the workers of the config (served by worker processes)'] as const),
+  ]);
+  const clash = providers.find((p) => takenBy.has(p.prefix));
+  if (clash) throw new TypeError(`tools: the prefix "${clash.prefix}" is taken (by ${takenBy.get(clash.prefix)}); choose another`);
   const given = options.databaseUrl ?? process.env.DATABASE_URL;
   if (!given && !options.embedded) {
     throw new TypeError('startStepd: no database: pass databaseUrl (or set DATABASE_URL), or embedded: true to run an embedded PostgreSQL');

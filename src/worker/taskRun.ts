@@ -196,7 +196,7 @@ export class TaskRun {
 
   async #writeProgress(value: FunctionToolProgress): Promise<void> {
     try {
-      await progressTaskWithToken(this.#deps.db, this.#deps.schema, this.task, value);
+      if ((await progressTaskWithToken(this.#deps.db, this.#deps.schema, this.task, value)) === 'cancelled') this.#stop('cancelled');
     } catch (err) {
       this.#deps.log.debug({ err, stepId: this.task.stepId }, 'progress not written');
     }

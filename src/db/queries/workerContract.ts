@@ -69,7 +69,7 @@ export async function failTaskWithToken(db: Queryable, schema: string, task: { s
   await db.query({ text: `SELECT ${qualified(schema, 'fail_task')}($1::bigint, $2, $3::jsonb)`, values: [task.stepId, task.token, jsonParam(error)] });
 }
 
-/** What extend_task answers: the lease was extended, or the workflow was cancelled (stop the work). */
+/** What extend_task (and progress_task) answer: 'ok' (here 'extended'), or 'cancelled': stop the work, report nothing. */
 export type ExtendAnswer = 'extended' | 'cancelled';
 
 /** Extends the task's lease by `leaseMs`; refused when the token is stale. */
@@ -78,10 +78,14 @@ export async function extendTaskWithToken(db: Queryable, schema: string, task: {
     text: `SELECT ${qualified(schema, 'extend_task')}($1::bigint, $2, $3::interval)::text AS answer`,
     values: [task.stepId, task.token, interval(leaseMs)],
   });
-  return /cancel/i.test(String(rows[0]?.answer ?? '')) ? 'cancelled' : 'extended';
+  return String(rows[0]?.answer ?? '') === 'cancelled' ? 'cancelled' : 'extended';
 }
 
-/** Keeps the task's latest progress on its step row; refused when the token is stale. */
-export async function progressTaskWithToken(db: Queryable, schema: string, task: { stepId: string; token: string }, progress: unknown): Promise<void> {
-  await db.query({ text: `SELECT ${qualified(schema, 'progress_task')}($1::bigint, $2, $3::jsonb)`, values: [task.stepId, task.token, jsonParam(progress)] });
+/** Keeps the task's latest progress on its step row; answers like extend_task; refused when the token is stale. */
+export async function progressTaskWithToken(db: Queryable, schema: string, task: { stepId: string; token: string }, progress: unknown): Promise<ExtendAnswer> {
+  const { rows } = await db.query<{ answer: unknown }>({
+    text: `SELECT ${qualified(schema, 'progress_task')}($1::bigint, $2, $3::jsonb)::text AS answer`,
+    values: [task.stepId, task.token, jsonParam(progress)],
+  });
+  return String(rows[0]?.answer ?? '') === 'cancelled' ? 'cancelled' : 'extended';
 }
