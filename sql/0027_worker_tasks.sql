@@ -42,6 +42,9 @@
 --   `timeout` when the deadline was reached), so the executor retries it as a new attempt that
 --   a worker takes again. Cancelling the workflow cancels the pending row (the cascade of part 6).
 --   A client may not ready a worker's pending step (trigger workflow_steps_guard_tasks).
+--   A reported step keeps the ready_at it had when it became due, so the claim takes it before
+--   steps that became due after it (with `limits`, a freed slot goes to the oldest: the outcome
+--   is recorded before newer steps of the same tool are handed out).
 
 ALTER TABLE workflow_steps
   ADD COLUMN task_timeout_ms  integer,      -- set when the executor hands the step to workers
@@ -100,7 +103,7 @@ BEGIN
          ORDER BY e.task_lease_until LIMIT lim FOR UPDATE SKIP LOCKED),
       ended AS (
         UPDATE @schema@.workflow_steps x
-           SET status = 'ready', ready_at = pg_catalog.now(), updated_at = pg_catalog.now(),
+           SET status = 'ready', ready_at = coalesce(x.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
                task_ended = CASE WHEN x.task_lease_until >= x.task_deadline THEN 'timeout' ELSE 'lost' END,
                error = CASE WHEN x.task_lease_until >= x.task_deadline
                  THEN pg_catalog.jsonb_build_object('code', 'timeout',
@@ -273,7 +276,7 @@ BEGIN
       END IF;
       PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
       UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = pg_catalog.now(), updated_at = pg_catalog.now(),
+         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
              result = value, error = NULL, task_ended = 'finished'
        WHERE t.id = finish_task.step_id;
       PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
@@ -333,7 +336,7 @@ BEGIN
       END IF;
       PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
       UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = pg_catalog.now(), updated_at = pg_catalog.now(),
+         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
              error = stored, task_ended = 'failed'
        WHERE t.id = fail_task.step_id;
       PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(

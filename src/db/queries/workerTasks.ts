@@ -22,7 +22,7 @@ export async function handStepToWorkersIfRunning(
     name: 'stepd_hand_step_to_workers_if_running',
     text: `WITH handed AS (
              UPDATE workflow_steps
-                SET status = 'pending', executor_id = NULL, lease_until = NULL, started_at = NULL,
+                SET status = 'pending', executor_id = NULL, lease_until = NULL, started_at = NULL, ready_at = coalesce(ready_at, now()),
                     task_timeout_ms = $3, updated_at = now()
               WHERE id = $1 AND status = 'running' AND executor_id = $2 AND task_timeout_ms IS NULL
              RETURNING id, tool),
