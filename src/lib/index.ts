@@ -18,5 +18,6 @@ export {
   type FunctionToolProgress,
   type FunctionTools,
   type InputSchema,
+  type TypedFunctionTools,
 } from '../tools/functionTool.js';
 export type { StepdFileConfig as StepdConfig } from '../configFile.js';

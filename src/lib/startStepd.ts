@@ -18,7 +18,7 @@ import { resolveCaps } from '../flow/caps.js';
 import { createLogger, type Logger } from '../logger.js';
 import { Secrets } from '../secrets.js';
 import { stopOnSignals } from '../stopOnSignals.js';
-import type { FunctionTools } from '../tools/functionTool.js';
+import type { FunctionTools, TypedFunctionTools } from '../tools/functionTool.js';
 import { functionToolProviders } from '../tools/functionToolProvider.js';
 import { buildToolbox } from '../tools/toolbox.js';
 import type { SentSignal, StartedWorkflow, WorkflowDetails } from '../api/operationTypes.js';
@@ -28,15 +28,15 @@ import { StepdClient } from './stepdClient.js';
 import type { WaitOptions } from './workflowWaits.js';
 import type { WorkflowOutcome } from './workflowOutcome.js';
 
-export interface StepdOptions {
+export interface StepdOptions<Args extends Record<string, unknown> = Record<string, unknown>> {
   /** The PostgreSQL to use (default: $DATABASE_URL). Without one, `embedded: true` is needed. */
   databaseUrl?: string;
   /** Start the embedded PostgreSQL (in `dataDir`, default .stepd) when no database URL is given. */
   embedded?: boolean | { dataDir?: string };
   /** The schema holding the tables (default: $STEPD_SCHEMA, else "stepd"). */
   schema?: string;
-  /** In-process tools: `{ "billing.charge": { input?: zodSchema, run: async (args, ctx) => result } }`. */
-  tools?: FunctionTools;
+  /** In-process tools: `{ "billing.charge": { input?: zodSchema, run: async (args, ctx) => result } }` (args typed from input). */
+  tools?: TypedFunctionTools<Args>;
   /** The configuration (as in stepd.config.json: mcpServers, permissions, limits, caps, …), or the path of such a file. */
   config?: StepdFileConfig | string;
   /** false: do not migrate, only check that the schema is up to date (fail if not). Default true. */
@@ -80,11 +80,11 @@ export interface Stepd {
   stop(opts?: { graceMs?: number }): Promise<void>;
 }
 
-export async function startStepd(options: StepdOptions = {}): Promise<Stepd> {
+export async function startStepd<Args extends Record<string, unknown> = Record<string, unknown>>(options: StepdOptions<Args> = {}): Promise<Stepd> {
   const secrets = new Secrets();
   const log = options.logger ?? createLogger({ secrets, level: process.env.STEPD_LOG_LEVEL ?? 'warn' });
   const config = await configOf(options.config, secrets);
-  const providers = functionToolProviders(options.tools ?? {});
+  const providers = functionToolProviders((options.tools ?? {}) as FunctionTools);
   const takenBy = new Map<string, string>([
     ...RESERVED_SERVER_NAMES.map((n) => [n, 'the built-in tools'] as const),
     ...Object.keys(config.mcpServers ?? {}).map((n) => [n, 'an MCP server of the config'] as const),

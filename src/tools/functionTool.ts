@@ -55,6 +55,12 @@ export interface FunctionTool<Args = unknown, Result = unknown> {
 export type FunctionTools = Record<string, FunctionTool<any, unknown>>;
 
 /**
+ * Tools whose `run` arguments TypeScript infers from each tool's `input` schema (what
+ * `startStepd` and `createWorker` take): `Args` maps each tool name to its parsed arguments.
+ */
+export type TypedFunctionTools<Args extends Record<string, unknown>> = { [K in keyof Args]: FunctionTool<Args[K], unknown> };
+
+/**
  * Types one tool's `run` from its `input` schema:
  * `defineTool({ input: z.object({ cents: z.number() }), run: async ({ cents }) => … })`.
  */

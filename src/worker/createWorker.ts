@@ -16,15 +16,15 @@ import { Waker } from '../executor/waker.js';
 import { StepError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { stopOnSignals } from '../stopOnSignals.js';
-import { checkFunctionTools, type FunctionTool, type FunctionTools } from '../tools/functionTool.js';
+import { checkFunctionTools, type FunctionTool, type FunctionTools, type TypedFunctionTools } from '../tools/functionTool.js';
 import { TaskRun, type TaskEnd } from './taskRun.js';
 import { TaskWakeups } from './taskWakeups.js';
 
-export interface WorkerOptions {
+export interface WorkerOptions<Args extends Record<string, unknown> = Record<string, unknown>> {
   /** The PostgreSQL (or PgBouncer) to connect to, as a role that is a member of `<schema>_worker`. */
   databaseUrl: string;
   /** The tools this worker serves: `{ "billing.charge": { input?: zodSchema, run: async (args, ctx) => result } }`. */
-  tools: FunctionTools;
+  tools: TypedFunctionTools<Args>;
   /** Tasks run at once (default 10). */
   concurrency?: number;
   /** The schema of the stepd tables (default: $STEPD_SCHEMA, else "stepd"). */
@@ -67,8 +67,8 @@ export interface Worker {
 
 const DEFAULTS = { concurrency: 10, leaseMs: 30_000, pollIntervalMs: 1_000, minPollIntervalMs: 25, shutdownGraceMs: 30_000 } as const;
 
-export function createWorker(options: WorkerOptions): Worker {
-  return new TaskWorker(options);
+export function createWorker<Args extends Record<string, unknown> = Record<string, unknown>>(options: WorkerOptions<Args>): Worker {
+  return new TaskWorker(options as unknown as WorkerOptions);
 }
 
 class TaskWorker implements Worker {
@@ -87,7 +87,7 @@ class TaskWorker implements Worker {
 
   constructor(options: WorkerOptions) {
     if (typeof options.databaseUrl !== 'string' || !options.databaseUrl) throw new TypeError('createWorker: databaseUrl is required');
-    checkFunctionTools(options.tools ?? {}, 'createWorker tools');
+    checkFunctionTools((options.tools ?? {}) as FunctionTools, 'createWorker tools');
     if (Object.keys(options.tools).length === 0) throw new TypeError('createWorker: give at least one tool');
     const concurrency = options.concurrency ?? DEFAULTS.concurrency;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`createWorker: concurrency must be a whole number from 1 (got ${String(concurrency)})`);

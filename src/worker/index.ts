@@ -14,4 +14,5 @@ export {
   type FunctionToolProgress,
   type FunctionTools,
   type InputSchema,
+  type TypedFunctionTools,
 } from '../tools/functionTool.js';

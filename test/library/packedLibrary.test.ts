@@ -79,13 +79,29 @@ const charge = defineTool({
 defineTool({ input: z.object({ cents: z.number() }), run: async ({ cents }) => cents.toUpperCase() });
 
 export async function main(): Promise<WorkflowOutcome<{ cents: number }>> {
-  const stepd = await startStepd({ databaseUrl: 'postgres://x', tools: { 'billing.charge': charge } });
+  const stepd = await startStepd({
+    databaseUrl: 'postgres://x',
+    tools: {
+      'billing.charge': charge,
+      'billing.refund': { input: z.object({ cents: z.number() }), run: async ({ cents }) => cents.toFixed(0) },
+      // @ts-expect-error inline tools are typed from their schema too: cents is a number
+      'billing.void': { input: z.object({ cents: z.number() }), run: async ({ cents }) => cents.toUpperCase() },
+    },
+  });
   const { workflowId } = await stepd.startWorkflow({ name: 'n', flow: {}, input: { a: 1 } });
   await stepd.sendSignal({ name: 's', key: 'k', payload: { amount: 1 } });
   const outcome = await stepd.waitForWorkflow<{ cents: number }>(workflowId, { timeoutMs: 10 });
   if (outcome.status === 'completed') outcome.output.cents.toFixed();
   await stepd.stop({ graceMs: 0 });
-  const worker = createWorker({ databaseUrl: 'postgres://x', concurrency: 2, tools: { 'billing.charge': charge } });
+  const worker = createWorker({
+    databaseUrl: 'postgres://x',
+    concurrency: 2,
+    tools: {
+      'billing.charge': charge,
+      // @ts-expect-error typed from the schema: amount is a string
+      'billing.note': { input: z.object({ amount: z.string() }), run: ({ amount }) => amount.toFixed() },
+    },
+  });
   await worker.stop();
   return outcome;
 }
