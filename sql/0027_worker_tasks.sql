@@ -32,6 +32,11 @@
 --   54000 program_limit_exceeded: a result above caps.resultBytes (stepd.size_caps), an error
 --         above 64 KiB, a progress above 16 KiB.
 --
+-- The definer functions write as the executor (stepd.executor = 'on' for the statement, their
+-- owner being trusted) and put the setting back; a failed call needs no EXCEPTION block for it
+-- (which would cost a subtransaction a call): set_config(…, true) is undone with the aborted
+-- (sub)transaction.
+--
 -- How a worker step moves (the executor owns every transition, as for a readied gate):
 --   ready (created as any step) → the executor claims it, checks the user's permission, and
 --   hands it to workers: pending with task_timeout_ms set, NOTIFY stepd_tasks → take_tasks:
@@ -180,18 +185,44 @@ BEGIN
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
 
+  -- A worker's report: the step is ready again with what happened, for the executor to record
+  -- (its ready_at kept, see above), and the executors are woken. Internal: PUBLIC loses EXECUTE.
+  body := $f$
+    CREATE FUNCTION @schema@.stepd_report_task(p_step_id pg_catalog.int8, p_result pg_catalog.jsonb, p_error pg_catalog.jsonb, p_ended pg_catalog.text)
+    RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
+    DECLARE
+      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
+    BEGIN
+      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
+      UPDATE @schema@.workflow_steps t
+         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
+             result = p_result, error = p_error, task_ended = p_ended
+       WHERE t.id = p_step_id;
+      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
+        'schema', @literal@, 'table', 'workflow_steps', 'id', p_step_id, 'status', 'ready')::pg_catalog.text);
+      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
+    END;
+    $body$ $f$;
+  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+
   body := $f$
     CREATE FUNCTION @schema@.take_tasks(tools pg_catalog.text[], max pg_catalog.int4, lease pg_catalog.interval)
     RETURNS TABLE (step_id pg_catalog.int8, token pg_catalog.uuid, tool pg_catalog.text, args pg_catalog.jsonb,
                    workflow_id pg_catalog.int8, attempt pg_catalog.int4, "user" pg_catalog.text,
                    idempotency_key pg_catalog.text, deadline pg_catalog.timestamptz)
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    -- Index scans only, as the executor's claims (src/db/connect.ts, BEGIN_PREFERRING_INDEX_SCANS):
+    -- planned with statistics from before a burst, the walk over workflows read the table whole
+    -- at every step (about a second a call beside 2,000 waiting tasks).
+    SET enable_seqscan = off SET enable_bitmapscan = off AS $body$
     #variable_conflict use_column
     DECLARE
       previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       likes pg_catalog.text[];
       held pg_catalog.interval := @schema@.stepd_task_lease(take_tasks.lease);
       n pg_catalog.int4 := take_tasks.max;
+      ids pg_catalog.int8[];
     BEGIN
       IF n IS NULL OR n < 1 OR n > 1000 THEN
         RAISE EXCEPTION 'stepd: max must be between 1 and 1000 (got %)', coalesce(n::pg_catalog.text, 'NULL')
@@ -208,7 +239,10 @@ BEGIN
       PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
       -- Leases that ran out first: their steps go back to the executor as lost attempts.
       PERFORM @schema@.stepd_expire_tasks(100);
-      RETURN QUERY
+      -- The candidates, in the order they are served: each workflow's oldest task first, then
+      -- each one's second, ... (fair across workflows). Workflow priorities (workflows.priority)
+      -- will order here first, before the rank. Computed once, then locked by id: a plan that
+      -- joined the walk to the table re-ran the walk for every waiting row.
       WITH RECURSIVE wf(id, k) AS (
         (SELECT w.workflow_id, 1 FROM @schema@.workflow_steps w
           WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
@@ -218,20 +252,26 @@ BEGIN
                  WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
                    AND w.workflow_id > wf.id ORDER BY w.workflow_id LIMIT 1), wf.k + 1
           FROM wf WHERE wf.id IS NOT NULL AND wf.k < 1000),
-      candidates AS (
+      candidates AS MATERIALIZED (
         SELECT c.id, c.ready_at, c.rank FROM wf CROSS JOIN LATERAL (
           SELECT t.id, t.ready_at, pg_catalog.row_number() OVER (ORDER BY t.ready_at, t.id) AS rank
             FROM @schema@.workflow_steps t
            WHERE t.workflow_id = wf.id AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
              AND t.ready_at <= pg_catalog.now() AND t.tool LIKE ANY (likes)
            ORDER BY t.ready_at, t.id LIMIT n) c
-         WHERE wf.id IS NOT NULL),
-      picked AS (
-        -- Each workflow's oldest task first, then each one's second, ... (fair across workflows).
-        -- Workflow priorities (workflows.priority) will order here first, before c.rank.
-        SELECT t.id FROM candidates c JOIN @schema@.workflow_steps t ON t.id = c.id
-         WHERE t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
-         ORDER BY c.rank, c.ready_at, c.id
+         WHERE wf.id IS NOT NULL)
+      SELECT pg_catalog.array_agg(o.id ORDER BY o.rank, o.ready_at, o.id) INTO ids
+        FROM (SELECT c.id, c.rank, c.ready_at FROM candidates c ORDER BY c.rank, c.ready_at, c.id LIMIT 3 * n + 10) o;
+      IF ids IS NULL THEN
+        PERFORM pg_catalog.set_config('stepd.executor', previous, true);
+        RETURN;
+      END IF;
+      RETURN QUERY
+      WITH picked AS (
+        -- Another worker may hold some of them: skipped (they are its tasks now).
+        SELECT t.id FROM @schema@.workflow_steps t
+         WHERE t.id = ANY (ids) AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
+         ORDER BY pg_catalog.array_position(ids, t.id)
          LIMIT n
            FOR UPDATE OF t SKIP LOCKED),
       taken AS (
@@ -248,9 +288,6 @@ BEGIN
         FROM taken k JOIN @schema@.workflows w ON w.id = k.workflow_id
        ORDER BY k.id;
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
@@ -261,7 +298,6 @@ BEGIN
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
     #variable_conflict use_variable
     DECLARE
-      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       value pg_catalog.jsonb := coalesce(finish_task.result, 'null'::pg_catalog.jsonb);
       cap pg_catalog.int8;
       over pg_catalog.int8;
@@ -274,20 +310,10 @@ BEGIN
           USING ERRCODE = 'program_limit_exceeded', DETAIL = pg_catalog.format('cap=caps.resultBytes limit=%s actual=%s', cap, over),
                 HINT = 'Store large values elsewhere and return a reference to them.';
       END IF;
-      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
-      UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
-             result = value, error = NULL, task_ended = 'finished'
-       WHERE t.id = finish_task.step_id;
-      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
-        'schema', @literal@, 'table', 'workflow_steps', 'id', finish_task.step_id, 'status', 'ready')::pg_catalog.text);
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
+      PERFORM @schema@.stepd_report_task(finish_task.step_id, value, NULL, 'finished');
     END;
     $body$ $f$;
-  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+  EXECUTE pg_catalog.replace(body, '@schema@', s);
 
   body := $f$
     CREATE FUNCTION @schema@.fail_task(step_id pg_catalog.int8, token pg_catalog.uuid, error pg_catalog.jsonb)
@@ -295,7 +321,6 @@ BEGIN
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
     #variable_conflict use_variable
     DECLARE
-      previous pg_catalog.text := coalesce(pg_catalog.current_setting('stepd.executor', true), '');
       e pg_catalog.jsonb := fail_task.error;
       code pg_catalog.text;
       message pg_catalog.text;
@@ -334,20 +359,10 @@ BEGIN
       IF e OPERATOR(pg_catalog.?) 'retryAfterMs' THEN
         stored := stored OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('retryAfterMs', e OPERATOR(pg_catalog.->) 'retryAfterMs');
       END IF;
-      PERFORM pg_catalog.set_config('stepd.executor', 'on', true);
-      UPDATE @schema@.workflow_steps t
-         SET status = 'ready', ready_at = coalesce(t.ready_at, pg_catalog.now()), updated_at = pg_catalog.now(),
-             error = stored, task_ended = 'failed'
-       WHERE t.id = fail_task.step_id;
-      PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
-        'schema', @literal@, 'table', 'workflow_steps', 'id', fail_task.step_id, 'status', 'ready')::pg_catalog.text);
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
+      PERFORM @schema@.stepd_report_task(fail_task.step_id, NULL, stored, 'failed');
     END;
     $body$ $f$;
-  EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
+  EXECUTE pg_catalog.replace(body, '@schema@', s);
 
   body := $f$
     CREATE FUNCTION @schema@.extend_task(step_id pg_catalog.int8, token pg_catalog.uuid, lease pg_catalog.interval)
@@ -367,9 +382,6 @@ BEGIN
        WHERE t.id = extend_task.step_id;
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
       RETURN 'ok';
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(body, '@schema@', s);
@@ -408,9 +420,6 @@ BEGIN
         'itemIndex', r.item_index, 'progress', p, 'at', pg_catalog.now()))::pg_catalog.text);
       PERFORM pg_catalog.set_config('stepd.executor', previous, true);
       RETURN 'ok';
-    EXCEPTION WHEN OTHERS THEN
-      PERFORM pg_catalog.set_config('stepd.executor', previous, true);
-      RAISE;
     END;
     $body$ $f$;
   EXECUTE pg_catalog.replace(pg_catalog.replace(body, '@schema@', s), '@literal@', pg_catalog.quote_literal(schema_name));
@@ -419,6 +428,7 @@ BEGIN
     'REVOKE ALL ON FUNCTION @schema@.stepd_expire_tasks(pg_catalog.int4),
        @schema@.stepd_task_held(pg_catalog.int8, pg_catalog.uuid, pg_catalog.bool),
        @schema@.stepd_task_lease(pg_catalog.interval),
+       @schema@.stepd_report_task(pg_catalog.int8, pg_catalog.jsonb, pg_catalog.jsonb, pg_catalog.text),
        @schema@.take_tasks(pg_catalog.text[], pg_catalog.int4, pg_catalog.interval),
        @schema@.finish_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb),
        @schema@.fail_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb),

@@ -177,9 +177,9 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
   };
 }
 
-/** A step waiting for someone to approve or reject it: pending, and waiting neither for a sub-workflow nor for a signal. */
-export function isGate(s: Pick<StepView, 'status' | 'childId' | 'signal'>): boolean {
-  return s.status === 'pending' && s.childId === null && s.signal === undefined;
+/** A step waiting for someone to approve or reject it: pending, and waiting neither for a sub-workflow, a signal nor a worker (a tool step, sql/0027). */
+export function isGate(s: Pick<StepView, 'status' | 'childId' | 'signal'> & { tool?: string | null }): boolean {
+  return s.status === 'pending' && s.childId === null && s.signal === undefined && (s.tool ?? null) === null;
 }
 
 /** message and approvers from a waiting gate's args (src/flow/gateArgs.ts). */
@@ -247,6 +247,7 @@ export function describeStep(s: StepView, now: Date = new Date()): string {
     case 'pending': {
       if (s.childId !== null) return `waiting for sub-workflow ${s.childId}${s.child ? ` (${s.child.workflow.status})` : ''}`;
       if (s.signal) return `${signalWaitText(s.signal, now, s.expiresAt)} → ${sendSignalCommand(s.signal)}`;
+      if (s.tool !== null) return `with the workers (${s.tool})${attempts}${s.progress ? `, progress ${formatProgress(s.progress)}` : ''}`;
       const since = formatDuration(between(s.createdAt, now) ?? 0);
       const expires = s.expiresAt ? `, expires in ${formatDuration(between(now, s.expiresAt) ?? 0)}` : '';
       return `waiting for approval (${since}${expires}) → ${s.approve}`;

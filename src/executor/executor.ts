@@ -324,7 +324,7 @@ export class Executor {
     this.handleTx(r);
   }
 
-  /** With every tool slot busy: claims readied gates and due timers, which take no slot. */
+  /** With every tool slot busy: claims readied gates, due timers and reported worker steps, which take no slot. */
   private async claimToolless(): Promise<number> {
     this.toollessPending = false;
     const claim = await claimSteps(this.claimDeps(), TOOLLESS_BATCH, { toollessOnly: true });

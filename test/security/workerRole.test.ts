@@ -7,11 +7,10 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { connectAs } from '../workers/workerHelpers.js';
 import {
-  createLoginRole,
   getSteps,
   insertWorkflow,
-  onCleanup,
   securityEnv,
   waitFor,
   waitForWorkflow,
@@ -30,14 +29,6 @@ const CALLS: Record<string, string> = {
 };
 
 type Q = <R = any>(text: string, values?: unknown[]) => Promise<R[]>;
-
-async function connectAs(t: TestSchema, grantedRole: string | null, prefix: string): Promise<{ role: string; q: Q }> {
-  const { role, url } = await createLoginRole(t, grantedRole, `${prefix}_${randomBytes(5).toString('hex')}`);
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  pool.on('error', () => {});
-  onCleanup(() => pool.end().catch(() => {}));
-  return { role, q: async (text, values) => (await pool.query(text.replaceAll('stepd.', `${t.schema}.`), values)).rows };
-}
 
 async function error(p: Promise<unknown>): Promise<{ code: string; message: string; detail?: string }> {
   const err = await p.then(() => undefined, (e: unknown) => e as { code: string; message: string; detail?: string });
@@ -79,6 +70,7 @@ describe('the worker role', () => {
       `SELECT stepd.stepd_expire_tasks(10)`,
       `SELECT stepd.stepd_task_held(1, gen_random_uuid(), true)`,
       `SELECT stepd.stepd_task_lease(interval '1 minute')`,
+      `SELECT stepd.stepd_report_task(1, '{}', NULL, 'finished')`,
     ]) {
       expect((await error(worker.q(call))).code, call).toBe('42501');
     }

@@ -5,12 +5,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { afterEach } from 'vitest';
-import { onCleanup, waitFor, type TestSchema } from '../helpers/db.js';
+import { afterEach, expect } from 'vitest';
+import { insertWorkflow, onCleanup, waitFor, type TestSchema } from '../helpers/db.js';
 import { cleanEnv, tempDirSync } from '../helpers/isolation.js';
 import { freePort } from '../helpers/ports.js';
 import { spawnExecutor, type ExecutorProcess } from '../helpers/processes.js';
@@ -125,10 +125,12 @@ export function docsBlock(name: string): string {
  * Debian's pgbouncer in transaction mode on a free port, in front of 127.0.0.1:5432 (trust auth),
  * stopped after the test. Returns the URL of `role` through it.
  */
-export async function startPgbouncer(role: string, database: string): Promise<{ url: string; port: number }> {
+export async function startPgbouncer(role: string, database: string): Promise<{ url: string; port: number; show: (what: string) => Promise<Record<string, unknown>[]> }> {
   const bin = '/usr/sbin/pgbouncer';
   if (!existsSync(bin)) throw new Error('pgbouncer is not installed (/usr/sbin/pgbouncer)');
   const dir = tempDirSync('stepd-pgbouncer-');
+  // PgBouncer refuses to run as root: as root it is started as nobody, who writes its log and pid here.
+  chmodSync(dir, 0o777);
   const port = await freePort();
   const users = path.join(dir, 'userlist.txt');
   writeFileSync(users, `"${role}" ""\n`);
@@ -145,15 +147,16 @@ export async function startPgbouncer(role: string, database: string): Promise<{ 
       'auth_type = trust',
       `auth_file = ${users}`,
       'pool_mode = transaction',
+      `admin_users = ${role}`,
       'max_client_conn = 200',
-      'default_pool_size = 4',
+      'default_pool_size = 2',
       'ignore_startup_parameters = extra_float_digits,options',
       `logfile = ${path.join(dir, 'pgbouncer.log')}`,
       `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
       '',
     ].join('\n'),
   );
-  const p = startProc(bin, [ini], { cwd: dir });
+  const p = startProc(bin, [...(process.getuid?.() === 0 ? ['-u', 'nobody'] : []), ini], { cwd: dir });
   onCleanup(() => p.kill('SIGTERM'));
   const url = `postgres://${role}@127.0.0.1:${port}/${database}`;
   await waitFor(async () => {
@@ -170,6 +173,70 @@ export async function startPgbouncer(role: string, database: string): Promise<{ 
       await c.end().catch(() => {});
     }
   }, 'pgbouncer to accept connections');
-  return { url, port };
+  // The admin console (simple queries only): SHOW POOLS, SHOW STATS.
+  const show = async (what: string): Promise<Record<string, unknown>[]> => {
+    const c = new pg.Client({ connectionString: `postgres://${role}@127.0.0.1:${port}/pgbouncer` });
+    await c.connect();
+    try {
+      return (await c.query(`SHOW ${what.replace(/[^A-Z_]/g, '')}`)).rows;
+    } finally {
+      await c.end().catch(() => {});
+    }
+  };
+  return { url, port, show };
 }
 
+
+/** A pool connected as a fresh LOGIN role (granted `grantedRole`, or nothing); `stepd.` names the test schema. */
+export async function connectAs(
+  t: TestSchema,
+  grantedRole: string | null,
+  prefix = 'wrk',
+): Promise<{ role: string; pool: pg.Pool; q: <R = any>(text: string, values?: unknown[]) => Promise<R[]> }> {
+  const { role, url } = await createLoginRole(t, grantedRole, `${prefix}_${randomBytes(5).toString('hex')}`);
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  pool.on('error', () => {});
+  onCleanup(() => pool.end().catch(() => {}));
+  return { role, pool, q: async (text, values) => (await pool.query(text.replaceAll('stepd.', `${t.schema}.`), values)).rows };
+}
+
+/** Lines `done <step_id> <key>` of a test worker's log, as [step_id, key]. */
+export function doneLines(lines: string[]): [string, string][] {
+  return lines.filter((l) => l.startsWith('done ')).map((l) => l.split(' ').slice(1, 3) as [string, string]);
+}
+
+/** One workflow per batch, each a forEach of `items` billing.charge steps joined by core.echo. */
+const CHARGE_FANOUT = {
+  start: 'each',
+  steps: {
+    each: { forEach: { items: '{{input.orders}}', step: 'charge' }, join: 'sum' },
+    charge: { tool: 'billing.charge', args: { order: '{{item}}', amount: 1 } },
+    sum: { tool: 'core.echo', args: { results: '{{results}}' }, done: true, output: '{{result.results}}' },
+  },
+};
+
+/**
+ * Runs `workflows` x `items` billing.charge steps through the given workers and checks that none
+ * was lost and none done twice: every workflow completed with all its results, every step done
+ * once, every idempotency key reported once.
+ */
+export async function runChargeBatch(t: TestSchema, workers: PythonWorker[], workflows: number, items: number, timeoutMs: number): Promise<void> {
+  for (let w = 0; w < workflows; w++) {
+    await insertWorkflow(t, CHARGE_FANOUT, { orders: Array.from({ length: items }, (_, i) => `${w}-${i}`) });
+  }
+  await waitFor(async () => {
+    const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status IN ('new', 'running')`);
+    return r!.n === 0;
+  }, 'every workflow to end', timeoutMs);
+  const ended = await t.q<{ status: string; output: unknown; error: unknown }>(`SELECT status, output, error FROM stepd.workflows ORDER BY id`);
+  const bad = ended.filter((w) => w.status !== 'completed' || !Array.isArray(w.output) || w.output.length !== items);
+  expect(bad.slice(0, 3)).toEqual([]);
+  const reports = workers.flatMap((w) => doneLines(w.lines()));
+  expect(reports).toHaveLength(workflows * items);
+  expect(new Set(reports.map((r) => r[1])).size).toBe(workflows * items);
+  const [rows] = await t.q<{ done: number; other: number }>(
+    `SELECT count(*) FILTER (WHERE status = 'done')::int AS done, count(*) FILTER (WHERE status <> 'done')::int AS other
+       FROM stepd.workflow_steps WHERE name = 'charge'`,
+  );
+  expect(rows).toEqual({ done: workflows * items, other: 0 });
+}

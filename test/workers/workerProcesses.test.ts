@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, waitFor, waitForWorkflow } from '../helpers/db.js';
-import { spawnWorkerExecutor, startPythonWorker, workerRole } from './workerHelpers.js';
+import { doneLines, runChargeBatch, spawnWorkerExecutor, startPythonWorker, workerRole } from './workerHelpers.js';
 
 const CONFIG = { workers: { billing: { timeout: '1m' } } };
 
@@ -17,10 +17,6 @@ const ORDER = {
   },
 };
 
-/** Lines `done <step_id> <key>` of the workers, as [step_id, key]. */
-function done(lines: string[]): [string, string][] {
-  return lines.filter((l) => l.startsWith('done ')).map((l) => l.split(' ').slice(1, 3) as [string, string]);
-}
 
 describe('worker processes', () => {
   it('a workflow mixing executor tools and a worker tool completes with a Python worker and a stepd executor', async () => {
@@ -32,7 +28,7 @@ describe('worker processes', () => {
     const wf = await waitForWorkflow(t, id);
     expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
     expect(wf.output).toEqual({ receipt: 'ch_A-1', amount: 1200 });
-    expect(done(worker.lines())).toHaveLength(1);
+    expect(doneLines(worker.lines())).toHaveLength(1);
   });
 
   it('a worker killed mid-task: another takes the step after its lease, with the same idempotency key, and it is done once', async () => {
@@ -48,7 +44,7 @@ describe('worker processes', () => {
     expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
     expect(wf.output).toEqual({ receipt: 'ch_K-9', amount: 5 });
     const [firstStep, key] = taken.split(' ').slice(1, 3);
-    const finished = done(second.lines());
+    const finished = doneLines(second.lines());
     expect(finished).toHaveLength(1);
     expect(finished[0]![1]).toBe(key);
     expect(finished[0]![0]).not.toBe(firstStep);
@@ -59,50 +55,15 @@ describe('worker processes', () => {
     ]);
   });
 
-  it('3 workers x 2 executors run many worker steps: none lost, none done twice', async () => {
+  it('3 workers x 2 executors run 2,000 worker steps (STEPD_TEST_WORKER_WORKFLOWS x 50): none lost, none done twice', async () => {
     const t = await createTestSchema();
     const WORKFLOWS = Number(process.env.STEPD_TEST_WORKER_WORKFLOWS ?? 40);
     const ITEMS = 50;
     await Promise.all([spawnWorkerExecutor(t, 'e1', CONFIG, 16), spawnWorkerExecutor(t, 'e2', CONFIG, 16)]);
     const { url } = await workerRole(t);
     const workers = await Promise.all([0, 1, 2].map((i) => startPythonWorker(t, url, { listen: i !== 2 })));
-    const flow = {
-      start: 'each',
-      steps: {
-        each: { forEach: { items: '{{input.orders}}', step: 'charge' }, join: 'sum' },
-        charge: { tool: 'billing.charge', args: { order: '{{item}}', amount: 1 } },
-        sum: { tool: 'core.echo', args: { results: '{{results}}' }, done: true, output: '{{result.results}}' },
-      },
-    };
-    const ids: string[] = [];
-    for (let w = 0; w < WORKFLOWS; w++) {
-      ids.push(await insertWorkflow(t, flow, { orders: Array.from({ length: ITEMS }, (_, i) => `${w}-${i}`) }));
-    }
-    await waitFor(async () => {
-      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status IN ('new', 'running')`);
-      return r!.n === 0;
-    }, 'every workflow to end', 240_000);
-    if (process.env.STEPD_TEST_WORKER_STATS) {
-      console.log(await t.q(`SELECT min(created_at) AS first_created, max(created_at) AS last_created, max(task_taken_at) AS last_taken, max(completed_at) AS last_done,
-          avg(task_taken_at - created_at) AS wait_take, avg(updated_at - task_taken_at) AS take_to_report, avg(completed_at - updated_at) AS report_to_done
-          FROM stepd.workflow_steps WHERE name = 'charge'`));
-      console.log(await t.q(`SELECT min(created_at), max(completed_at) FROM stepd.workflows`));
-      for (const w of workers) {
-        const ls = w.lines().filter((l) => l.startsWith('taken') || l.startsWith('done'));
-        console.log(ls.slice(0, 3).join('\n'), '...', ls.slice(-3).join('\n'), ls.length);
-      }
-    }
-    const ended = await t.q<{ status: string; output: unknown; error: unknown }>(`SELECT status, output, error FROM stepd.workflows ORDER BY id`);
-    expect(ended.every((w) => w.status === 'completed' && Array.isArray(w.output) && w.output.length === ITEMS), JSON.stringify(ended.filter((w) => w.status !== "completed").slice(0, 3))).toBe(true);
-    const reports = workers.flatMap((w) => done(w.lines()));
-    expect(reports).toHaveLength(WORKFLOWS * ITEMS);
-    expect(new Set(reports.map((r) => r[1])).size).toBe(WORKFLOWS * ITEMS);
-    const [rows] = await t.q<{ done: number; other: number }>(
-      `SELECT count(*) FILTER (WHERE status = 'done')::int AS done, count(*) FILTER (WHERE status <> 'done')::int AS other
-         FROM stepd.workflow_steps WHERE name = 'charge'`,
-    );
-    expect(rows).toEqual({ done: WORKFLOWS * ITEMS, other: 0 });
+    await runChargeBatch(t, workers, WORKFLOWS, ITEMS, 240_000);
     // Every worker had a share.
-    for (const w of workers) expect(done(w.lines()).length).toBeGreaterThan(0);
+    for (const w of workers) expect(doneLines(w.lines()).length).toBeGreaterThan(0);
   }, 300_000);
 });

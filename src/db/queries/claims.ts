@@ -112,7 +112,7 @@ export async function claimReadyStepsFairly(
   return { rows: claimed, lastVisited: first?.last_visited ?? null, visited: first?.visited ?? 0 };
 }
 
-/** Claims ready steps without a tool (readied gates, due timers): they take no tool slot. */
+/** Claims ready steps without a tool (readied gates, due timers) and worker steps a worker reported (sql/0027): they take no tool slot. */
 export async function claimReadyToollessSteps(
   db: Queryable,
   opts: ClaimBy & { limit: number },
@@ -122,7 +122,7 @@ export async function claimReadyToollessSteps(
     text: `WITH claimed AS (
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM workflow_steps
-                            WHERE status = 'ready' AND tool IS NULL AND ready_at <= now()
+                            WHERE status = 'ready' AND (tool IS NULL OR task_ended IS NOT NULL) AND ready_at <= now()
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
           ${claimReturning('$4')}`,
     values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
@@ -142,7 +142,7 @@ export async function peekReadySteps(
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_peek_ready_steps',
     text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'ready' AND ready_at <= now() AND (NOT $2 OR tool IS NULL) ORDER BY ready_at, id LIMIT $1`,
+            WHERE status = 'ready' AND ready_at <= now() AND (NOT $2 OR tool IS NULL OR task_ended IS NOT NULL) ORDER BY ready_at, id LIMIT $1`,
     values: [limit, toollessOnly],
   });
   return rows;
