@@ -57,7 +57,7 @@ export interface WorkerOptions<Args extends Record<string, unknown> = Record<str
 export interface Worker {
   /** Resolves once the worker has set up its wake-ups and its first take got through. */
   readonly ready: Promise<void>;
-  /** Tasks running now. */
+  /** Tools running now (a task whose report is on its way no longer counts). */
   readonly running: number;
   /** Whether LISTEN wake-ups arrive (else the worker polls). */
   readonly listening: boolean;
@@ -79,7 +79,10 @@ class TaskWorker implements Worker {
   readonly #pool: pg.Pool;
   readonly #waker: Waker;
   readonly #wakeups: TaskWakeups;
+  /** Tasks taken and not reported yet (their tool running, or their report on its way). */
   readonly #runs = new Map<string, { run: TaskRun; done: Promise<void> }>();
+  /** Tools running now: the slots taken (a slot frees when its tool returns, before the report). */
+  #active = 0;
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void>;
@@ -125,7 +128,7 @@ class TaskWorker implements Worker {
   }
 
   get running(): number {
-    return this.#runs.size;
+    return this.#active;
   }
 
   get listening(): boolean {
@@ -163,7 +166,7 @@ class TaskWorker implements Worker {
     let idleRounds = 0;
     while (!this.#stopping) {
       this.#waker.clear();
-      const free = this.#opts.concurrency - this.#runs.size;
+      const free = this.#opts.concurrency - this.#active;
       if (free > 0) {
         const takenAt = Date.now();
         let tasks: WorkerTask[];
@@ -203,11 +206,16 @@ class TaskWorker implements Worker {
       leaseMs: this.#opts.leaseMs,
       heartbeatMs: this.#opts.heartbeatMs,
     });
-    const done = run.run().then((end) => {
-      this.#runs.delete(task.stepId);
-      this.#opts.onTaskEnd?.(task, end);
-      this.#waker.wake();
-    });
+    this.#active++;
+    const done = run
+      .run(() => {
+        this.#active--;
+        this.#waker.wake();
+      })
+      .then((end) => {
+        this.#runs.delete(task.stepId);
+        this.#opts.onTaskEnd?.(task, end);
+      });
     this.#runs.set(task.stepId, { run, done });
   }
 }

@@ -65,9 +65,16 @@ export class TaskRun {
     return this.task.workflowId;
   }
 
-  /** Runs the tool and reports its outcome (at most once). Never rejects. */
-  async run(): Promise<TaskEnd> {
-    if (this.#now() >= this.#leaseUntil) return this.#end('lease_lost', 'the lease ran out before the task started: not run');
+  /**
+   * Runs the tool and reports its outcome (at most once). Never rejects. `toolReturned` is called
+   * once, when the tool has returned or thrown (or was not run): the worker's slot is free from
+   * then on, while the report is on its way.
+   */
+  async run(toolReturned: () => void = () => {}): Promise<TaskEnd> {
+    if (this.#now() >= this.#leaseUntil) {
+      toolReturned();
+      return this.#end('lease_lost', 'the lease ran out before the task started: not run');
+    }
     this.#armLeaseTimer();
     this.#heartbeat = setInterval(() => void this.checkLease(), this.#deps.heartbeatMs);
     if (this.task.deadline) {
@@ -94,6 +101,7 @@ export class TaskRun {
       outcome = { error: coerceError(err).toJSON() };
     } finally {
       this.#clearTimers();
+      toolReturned();
     }
     await this.#progress.close();
     await this.#extending;
