@@ -31,6 +31,7 @@
 --   22023 invalid_parameter_value: a bad argument (max, lease, patterns, error or progress shape).
 --   54000 program_limit_exceeded: a result above caps.resultBytes (stepd.size_caps), an error
 --         above 64 KiB, a progress above 16 KiB.
+--   42501 insufficient_privilege: the calling role is not granted <schema>_worker.
 --
 -- The definer functions write as the executor (stepd.executor = 'on' for the statement, their
 -- owner being trusted) and put the setting back; a failed call needs no EXCEPTION block for it
@@ -40,20 +41,21 @@
 -- How a worker step moves (the executor owns every transition, as for a readied gate):
 --   ready (created as any step) → the executor claims it, checks the user's permission, and
 --   hands it to workers: pending with task_timeout_ms set, NOTIFY stepd_tasks → take_tasks:
---   task_token set, lease → finish_task / fail_task: ready with task_ended and the result or
+--   task_token_hash set, lease → finish_task / fail_task: ready with task_ended and the result or
 --   error, NOTIFY stepd_wakeup → the executor claims it and records that outcome (retries,
 --   onError, transitions as for any step). A lease that runs out (stepd_expire_tasks, called by
 --   take_tasks and by the executors' watchdog) makes it ready with a `lost` error (retryable;
 --   `timeout` when the deadline was reached), so the executor retries it as a new attempt that
 --   a worker takes again. Cancelling the workflow cancels the pending row (the cascade of part 6).
---   A client may not ready a worker's pending step (trigger workflow_steps_guard_tasks).
+--   A client may not ready a worker's pending step (trigger workflow_steps_guard_tasks). The
+--   table keeps only a token's sha256: a role that may read workflow_steps never sees one.
 --   A reported step keeps the ready_at it had when it became due, so the claim takes it before
 --   steps that became due after it (with `limits`, a freed slot goes to the oldest: the outcome
 --   is recorded before newer steps of the same tool are handed out).
 
 ALTER TABLE workflow_steps
   ADD COLUMN task_timeout_ms  integer,      -- set when the executor hands the step to workers
-  ADD COLUMN task_token       uuid,         -- the current taker's token
+  ADD COLUMN task_token_hash  bytea,        -- sha256 of the current taker's token (never the token)
   ADD COLUMN task_taken_by    text,         -- session_user of take_tasks
   ADD COLUMN task_taken_at    timestamptz,
   ADD COLUMN task_lease_until timestamptz,
@@ -67,10 +69,10 @@ ALTER TABLE workflow_steps ADD CONSTRAINT workflow_steps_task_timeout_positive
 
 -- Waiting tasks, per workflow (take_tasks walks the workflows, then each one's oldest).
 CREATE INDEX workflow_steps_tasks_waiting_idx ON workflow_steps (workflow_id, ready_at, id)
-  WHERE status = 'pending' AND task_timeout_ms IS NOT NULL AND task_token IS NULL;
+  WHERE status = 'pending' AND task_timeout_ms IS NOT NULL AND task_token_hash IS NULL;
 -- Taken tasks by lease (the expiry sweep).
 CREATE INDEX workflow_steps_tasks_taken_idx ON workflow_steps (task_lease_until)
-  WHERE status = 'pending' AND task_token IS NOT NULL AND task_ended IS NULL;
+  WHERE status = 'pending' AND task_token_hash IS NOT NULL AND task_ended IS NULL;
 
 -- A worker's pending step is no gate: only finish_task / fail_task (or the executor) move it.
 CREATE FUNCTION stepd_guard_tasks() RETURNS trigger
@@ -103,7 +105,7 @@ BEGIN
     BEGIN
       WITH expired AS (
         SELECT e.id FROM @schema@.workflow_steps e
-         WHERE e.status = 'pending' AND e.task_token IS NOT NULL AND e.task_ended IS NULL
+         WHERE e.status = 'pending' AND e.task_token_hash IS NOT NULL AND e.task_ended IS NULL
            AND e.task_lease_until < pg_catalog.now()
          ORDER BY e.task_lease_until LIMIT lim FOR UPDATE SKIP LOCKED),
       ended AS (
@@ -143,9 +145,9 @@ BEGIN
       IF p_step_id IS NULL OR p_token IS NULL THEN
         RAISE EXCEPTION 'stepd: step_id and token are required' USING ERRCODE = 'invalid_parameter_value';
       END IF;
-      SELECT t.status, t.task_token, t.task_ended, t.task_lease_until INTO r
+      SELECT t.status, t.task_token_hash, t.task_ended, t.task_lease_until INTO r
         FROM @schema@.workflow_steps t WHERE t.id = p_step_id AND t.task_timeout_ms IS NOT NULL FOR UPDATE;
-      IF NOT FOUND OR r.task_token IS DISTINCT FROM p_token THEN
+      IF NOT FOUND OR r.task_token_hash IS DISTINCT FROM pg_catalog.sha256(pg_catalog.uuid_send(p_token)) THEN
         reason := 'unknown';
       ELSIF r.status = 'cancelled' THEN
         IF cancelled_ok THEN RETURN 'cancelled'; END IF;
@@ -245,18 +247,18 @@ BEGIN
       -- joined the walk to the table re-ran the walk for every waiting row.
       WITH RECURSIVE wf(id, k) AS (
         (SELECT w.workflow_id, 1 FROM @schema@.workflow_steps w
-          WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
+          WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token_hash IS NULL
           ORDER BY w.workflow_id LIMIT 1)
         UNION ALL
         SELECT (SELECT w.workflow_id FROM @schema@.workflow_steps w
-                 WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token IS NULL
+                 WHERE w.status = 'pending' AND w.task_timeout_ms IS NOT NULL AND w.task_token_hash IS NULL
                    AND w.workflow_id > wf.id ORDER BY w.workflow_id LIMIT 1), wf.k + 1
           FROM wf WHERE wf.id IS NOT NULL AND wf.k < 1000),
       candidates AS MATERIALIZED (
         SELECT c.id, c.ready_at, c.rank FROM wf CROSS JOIN LATERAL (
           SELECT t.id, t.ready_at, pg_catalog.row_number() OVER (ORDER BY t.ready_at, t.id) AS rank
             FROM @schema@.workflow_steps t
-           WHERE t.workflow_id = wf.id AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
+           WHERE t.workflow_id = wf.id AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token_hash IS NULL
              AND t.ready_at <= pg_catalog.now() AND t.tool LIKE ANY (likes)
            ORDER BY t.ready_at, t.id LIMIT n) c
          WHERE wf.id IS NOT NULL)
@@ -269,20 +271,20 @@ BEGIN
       RETURN QUERY
       WITH picked AS (
         -- Another worker may hold some of them: skipped (they are its tasks now).
-        SELECT t.id FROM @schema@.workflow_steps t
-         WHERE t.id = ANY (ids) AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token IS NULL
+        SELECT t.id, pg_catalog.gen_random_uuid() AS tok FROM @schema@.workflow_steps t
+         WHERE t.id = ANY (ids) AND t.status = 'pending' AND t.task_timeout_ms IS NOT NULL AND t.task_token_hash IS NULL
          ORDER BY pg_catalog.array_position(ids, t.id)
          LIMIT n
            FOR UPDATE OF t SKIP LOCKED),
       taken AS (
         UPDATE @schema@.workflow_steps t
-           SET task_token = pg_catalog.gen_random_uuid(), task_taken_at = pg_catalog.now(), task_taken_by = session_user,
+           SET task_token_hash = pg_catalog.sha256(pg_catalog.uuid_send(picked.tok)), task_taken_at = pg_catalog.now(), task_taken_by = session_user,
                started_at = pg_catalog.now(), updated_at = pg_catalog.now(), progress = NULL,
                task_deadline = pg_catalog.now() + t.task_timeout_ms * interval '1 millisecond',
                task_lease_until = least(pg_catalog.now() + held, pg_catalog.now() + t.task_timeout_ms * interval '1 millisecond')
           FROM picked WHERE t.id = picked.id
-        RETURNING t.id, t.task_token, t.tool, t.args, t.workflow_id, t.attempt, t.name, t.first_attempt_id, t.task_deadline)
-      SELECT k.id, k.task_token, k.tool, coalesce(k.args, '{}'::pg_catalog.jsonb), k.workflow_id, k.attempt, w.created_by,
+        RETURNING t.id, picked.tok, t.tool, t.args, t.workflow_id, t.attempt, t.name, t.first_attempt_id, t.task_deadline)
+      SELECT k.id, k.tok, k.tool, coalesce(k.args, '{}'::pg_catalog.jsonb), k.workflow_id, k.attempt, w.created_by,
              k.workflow_id::pg_catalog.text || ':' || k.name || ':' || coalesce(k.first_attempt_id, k.id)::pg_catalog.text,
              k.task_deadline
         FROM taken k JOIN @schema@.workflows w ON w.id = k.workflow_id

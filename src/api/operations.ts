@@ -41,6 +41,7 @@ import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
+import { refuseWorkerStep } from './workerStepRefusal.js';
 import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
@@ -334,6 +335,7 @@ export class Operations {
     if (!step) throw new OperationError('not_found', stepNotFoundMessage(id, this.#deps.schema));
     if (step.status !== 'pending') throw new OperationError('refused', stepNotPendingMessage(step, verb));
     refuseSignalWait(step, verb);
+    refuseWorkerStep(step, verb);
     if (step.child_id !== null) {
       // The database refuses it too (sql/0011): it completes when its sub-workflow finishes.
       throw new OperationError(

@@ -12,6 +12,7 @@
  */
 import {
   expireWorkerTasksPastLease,
+  handBackReportedWorkerSteps,
   findExpiredGates,
   findExpiredLeasesOfGoneExecutors,
   findOwnStepsPastLease,
@@ -111,6 +112,12 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   if (handedBack > 0) {
     await notifyStepsReady(pool, deps.tx.schema);
     deps.log.warn({ count: handedBack }, 'handed back sub-workflow steps whose executor stopped while settling them');
+  }
+  // Likewise a worker's report another executor was recording: back to ready, the report kept (sql/0027).
+  const reported = await handBackReportedWorkerSteps(pool, deps.tx.executorId);
+  if (reported > 0) {
+    await notifyStepsReady(pool, deps.tx.schema);
+    deps.log.warn({ count: reported }, 'handed back worker reports whose executor stopped while recording them');
   }
   for (const row of await findStepsOfDeadExecutors(pool, deps.tx.executorId, batch)) {
     const outcome: Outcome = {

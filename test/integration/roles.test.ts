@@ -69,6 +69,7 @@ describe('the schema roles', () => {
       await t.db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await t.db.query(`DROP ROLE IF EXISTS ${schema}_executor`).catch(() => {});
       await t.db.query(`DROP ROLE IF EXISTS ${schema}_client`).catch(() => {});
+      await t.db.query(`DROP ROLE IF EXISTS ${schema}_worker`).catch(() => {});
     });
     const first = await migrate({ url: owner.url, schema });
     expect(first.roles.status).toBe('needs-dba');

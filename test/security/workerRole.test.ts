@@ -118,13 +118,17 @@ describe('the worker role', () => {
   });
 
   it('forged tokens, another task\'s token and a non-worker step are refused with 55000 and change nothing', async () => {
-    const { t, worker } = await env();
+    const { t, worker, client } = await env();
     const a = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true } } });
     const b = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true } } });
     const gate = await insertWorkflow(t, { start: 'g', steps: { g: { approval: {}, done: true } } });
     const ta = await takeOne(worker);
     const tb = await takeOne(worker);
     const gateStep = await waitFor(async () => (await getSteps(t, gate)).find((s) => s.status === 'pending'), 'the gate');
+    // A role that reads workflow_steps (a client) never sees a token: the table keeps its sha256.
+    const rows = await client.q<{ row: string }>(`SELECT row_to_json(s)::text AS row FROM stepd.workflow_steps s WHERE s.workflow_id IN ($1, $2)`, [a, b]);
+    expect(rows.length).toBe(2);
+    for (const r of rows) for (const tok of [ta.token, tb.token]) expect(r.row).not.toContain(tok);
     const before = [...(await getSteps(t, a)), ...(await getSteps(t, b)), ...(await getSteps(t, gate))];
     for (const [stepId, token] of [
       [ta.step_id, randomBytes(16).toString('hex').replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5')],

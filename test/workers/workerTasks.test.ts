@@ -3,8 +3,9 @@
  * five functions only serves `billing.*` steps of a workflow that mixes them with executor tools.
  */
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { asExecutor, createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { connectAs } from './workerHelpers.js';
+import { envFor, runCli } from '../cli/helpers.js';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
 import { createLimitPolicy } from '../../src/tools/limits.js';
 
@@ -62,6 +63,11 @@ describe('the SQL worker contract', () => {
     const wf = await waitForWorkflow(t, id);
     expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
     expect(wf.output).toEqual({ charged: 'ch_42' });
+    // The step started when the worker took it (not when its report was recorded).
+    const charge = (await getSteps(t, id)).find((s) => s.name === 'charge')!;
+    const [taken] = await t.q<{ task_taken_at: Date }>(`SELECT task_taken_at FROM stepd.workflow_steps WHERE id = $1`, [charge.id]);
+    expect(charge.started_at).toEqual(taken!.task_taken_at);
+    expect(charge.progress).toEqual({ progress: 1, total: 2 });
     // A stale token (already finished) is refused and changes nothing.
     const before = await getSteps(t, id);
     const err = await refusal(w.q(`SELECT stepd.finish_task($1, $2, '{"id": "other"}')`, [task!.step_id, task!.token]));
@@ -121,6 +127,12 @@ describe('the SQL worker contract', () => {
     const w = await workerPool(t);
     const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true } } });
     const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`))[0], 'a task');
+    // Not a gate: `stepd approve` refuses it, and `stepd status` shows it with the workers.
+    const approve = await runCli(['approve', task.step_id], { env: envFor(t) });
+    expect(approve.code).not.toBe(0);
+    expect(approve.stderr).toMatch(/not a gate: it waits for a worker serving billing\.charge/);
+    const status = await runCli(['status', id], { env: envFor(t) });
+    expect(status.stdout).toMatch(/with the workers \(billing\.charge\)/);
     await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
     const [ext] = await w.q<{ extend_task: string }>(`SELECT stepd.extend_task($1, $2, interval '30 seconds')`, [task.step_id, task.token]);
     expect(ext!.extend_task).toBe('cancelled');
@@ -222,5 +234,21 @@ describe('the SQL worker contract', () => {
     } finally {
       listener.release(true);
     }
+  });
+
+  it('a report an executor was recording when it went away is recorded by another, not lost', async () => {
+    const t = await createTestSchema();
+    const first = await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })] });
+    const w = await workerPool(t);
+    const id = await insertWorkflow(t, { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true, output: '{{result}}' } } });
+    const task = await waitFor(async () => (await w.q<Task>(`SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '30 seconds')`))[0], 'a task');
+    await first.stop({ graceMs: 0 });
+    await w.q(`SELECT stepd.finish_task($1, $2, '{"charged": 1}')`, [task.step_id, task.token]);
+    // An executor that claimed the report to record it, then vanished (its lease ran out, it is not alive).
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'running', executor_id = 'gone', started_at = now(), lease_until = now() - interval '1 second' WHERE id = $1 AND status = 'ready'`, [task.step_id]);
+    await startExecutor(t, { tools: [new WorkerToolProvider({ prefix: 'billing' })] });
+    const wf = await waitForWorkflow(t, id);
+    expect(wf).toMatchObject({ status: 'completed', output: { charged: 1 } });
+    expect((await getSteps(t, id)).map((s) => [s.status, s.attempt])).toEqual([['done', 1]]);
   });
 });

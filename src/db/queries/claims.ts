@@ -7,9 +7,13 @@ import type { StepRow } from '../tables.js';
 import type { Queryable } from './common.js';
 import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
-/** Every claim sets owner and lease alike ($1 executor id, $3 lease in ms) and returns the same rows. */
+/**
+ * Every claim sets owner and lease alike ($1 executor id, $3 lease in ms) and returns the same
+ * rows. A worker step claimed to record its report (sql/0027) keeps the time a worker took it.
+ */
 export const CLAIM_UPDATE = `UPDATE workflow_steps
-                SET updated_at = now(), status = 'running', started_at = now(), executor_id = $1,
+                SET updated_at = now(), status = 'running', executor_id = $1,
+                    started_at = CASE WHEN task_ended IS NULL THEN now() ELSE coalesce(started_at, now()) END,
                     lease_until = now() + $3 * interval '1 millisecond'`;
 
 /**
@@ -17,6 +21,8 @@ export const CLAIM_UPDATE = `UPDATE workflow_steps
  * step.started event for each, NOTIFYed by the statement itself in id order when `$schema` is
  * not null (events on; the executor's sessions silence the per-row trigger, sql/0016). The
  * payload's step name is cut to 200 characters, so no row can make it exceed NOTIFY's limit.
+ * A worker step claimed to record what its worker reported (sql/0027) started when it was
+ * handed to the workers: it is not announced again.
  */
 function claimReturning(schemaParam: string): string {
   return `RETURNING *),
@@ -37,7 +43,7 @@ export function claimedWithEvents(schemaParam: string): string {
                         'type', 'step.started', 'schema', ${schemaParam}::text, 'workflowId', c.workflow_id::text,
                         'stepId', c.id::text, 'step', left(c.name, 200), 'attempt', c.attempt,
                         'itemIndex', c.item_index, 'at', c.started_at))::text)
-                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL ORDER BY c.id) x)`;
+                 FROM claimed c WHERE ${schemaParam}::text IS NOT NULL AND c.task_ended IS NULL ORDER BY c.id) x)`;
 }
 
 /** Who claims, for how long, and the schema step.started events name (null: events off). */

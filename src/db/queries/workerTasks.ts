@@ -5,6 +5,7 @@
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
 import type { Queryable } from './common.js';
+import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
 /** The channel that wakes idle workers when a task becomes takeable (a hint: they call take_tasks). */
 export const TASKS_CHANNEL = 'stepd_tasks';
@@ -46,4 +47,25 @@ export async function expireWorkerTasksPastLease(db: Queryable, limit: number): 
     values: [limit],
   });
   return rows[0]?.n ?? 0;
+}
+
+/**
+ * Reported worker steps (sql/0027) that an executor claimed to record and then left — it stopped
+ * heartbeating, or its lease ran out and it is not alive (a live one answers for its own) — go back to `ready` with the report, not `lost`: the
+ * worker's result is kept and recorded by the next claim (the work is not done again). Leader
+ * duty, beside the watchdog's other rescues. Returns how many.
+ */
+export async function handBackReportedWorkerSteps(db: Queryable, executorId: string): Promise<number> {
+  const { rowCount } = await db.query({
+    name: 'stepd_hand_back_reported_worker_steps',
+    text: `UPDATE workflow_steps s SET updated_at = now(), status = 'ready', lease_until = NULL, executor_id = NULL
+            WHERE s.status = 'running' AND s.task_ended IS NOT NULL AND s.executor_id <> $1
+              AND ((s.lease_until < now() AND NOT ${STEP_EXECUTOR_ALIVE})
+                   OR EXISTS (SELECT 1 FROM executors e
+                               WHERE e.id = s.executor_id
+                                 AND e.last_beat_at < now() - e.dead_after_ms * interval '1 millisecond'
+                                 AND pg_postmaster_start_time() < now() - e.dead_after_ms * interval '1 millisecond'))`,
+    values: [executorId],
+  });
+  return rowCount ?? 0;
 }
