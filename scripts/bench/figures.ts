@@ -144,6 +144,17 @@ const DEFS: FigureDef[] = [
   { key: 'io.stepRunP50Ms', section: '6 io 3×20 ms', label: 'step started → completed p50', unit: 'ms', get: (r) => r.stepd.io?.stepRunMs.p50 },
   { key: 'io.stepRunP99Ms', section: '6 io 3×20 ms', label: 'step started → completed p99', unit: 'ms', get: (r) => r.stepd.io?.stepRunMs.p99 },
   {
+    key: 'workers.stepsPerSec', section: '6b workers, 20 ms', label: 'steps/s (worker processes × concurrency)', unit: '/s', get: (r) => r.stepd.workers?.stepsPerSec,
+    timedOut: (r) => r.stepd.workers?.timedOut,
+  },
+  {
+    key: 'workers.shareOfIdeal', section: '6b workers, 20 ms', label: 'share of ideal (workers × concurrency ÷ 20 ms)', unit: '%',
+    get: (r) => (r.stepd.workers ? r.stepd.workers.shareOfIdeal * 100 : undefined), target: { text: '≥ 80 %', met: (v) => v >= 80 }, timedOut: (r) => r.stepd.workers?.timedOut,
+  },
+  { key: 'workers.addedMsPerStep', section: '6b workers, 20 ms', label: 'added latency per step vs in-process', unit: 'ms', get: (r) => r.stepd.workers?.chain.addedMsPerStep },
+  { key: 'workers.workerMsPerStep', section: '6b workers, 20 ms', label: 'chain: ms per worker step', unit: 'ms', get: (r) => r.stepd.workers?.chain.workerMsPerStep },
+  { key: 'workers.inProcessMsPerStep', section: '6b workers, 20 ms', label: 'chain: ms per in-process step', unit: 'ms', get: (r) => r.stepd.workers?.chain.inProcessMsPerStep },
+  {
     key: 'fanoutLarge.totalMs', section: '7 fan-out 10k', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanoutLarge?.totalMs,
     timedOut: (r) => r.stepd.fanoutLarge?.timedOut,
   },

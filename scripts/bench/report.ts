@@ -60,7 +60,7 @@ function formatAccounting(last: StepdRunResult | undefined, scenarios: StepdScen
   ];
 }
 
-const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'fanoutFirst', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io', 'keyed'];
+const STEPD_SCENARIOS: StepdScenario[] = ['throughput', 'sustained', 'chain', 'fanout', 'fanoutFirst', 'wakeup', 'signals', 'gateRace', 'fanoutLarge', 'io', 'workers', 'keyed'];
 
 /** Step rows each scenario moved through the executor (fan-out: the fork, the items, the join). */
 export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined {
@@ -76,6 +76,7 @@ export function stepsOf(r: StepdRunResult, k: StepdScenario): number | undefined
     case 'gateRace': return r.gateRace ? r.gateRace.gates * 2 : undefined;
     case 'io': return r.io?.steps;
     case 'keyed': return r.keyed?.steps;
+    case 'workers': return r.workers ? r.workers.steps + 2 * r.workers.chain.steps : undefined;
   }
 }
 

@@ -5,6 +5,7 @@
  *                                    such a run does not replace bench-results/latest.json
  *   --runs N          BENCH_RUNS     how many times each scenario runs (default 3; 1 with --size small)
  *   --io-concurrency N BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
+ *                     BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  the workers scenario: worker processes (3), tasks each (16)
  *   --accounting      BENCH_ACCOUNTING=1  run the executors with --http and read their /metrics around each
  *                                    scenario (claim and outcome-transaction time); a diagnostic
  *   --compare REF     BENCH_COMPARE  also run the stepd scenarios with the code of git REF, built in a
@@ -38,13 +39,17 @@ export interface BenchSizes {
   /** Scenario 4c: gates readied by four racing clients, and each client's pace per second. */
   raceGates: number;
   racePerSecond: number;
+  /** Scenario 6b: one-step workflows served by worker processes (a 20 ms tool). */
+  workers: number;
+  /** Scenario 6b: steps of the chains that measure the latency a worker adds per step. */
+  workerChain: number;
   /** Scenario 9: concurrency keys (limit 1 each), and single-step workflows per key. */
   keys: number;
   perKey: number;
 }
 
 /** Scenario names accepted by --only, in the order they run. */
-export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'foreach10k', 'keys', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'workers', 'foreach10k', 'keys', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {
@@ -57,8 +62,11 @@ export interface BenchSettings {
   sizes: BenchSizes;
   /** The executor's concurrency in the io scenario (its ideal is this ÷ 20 ms). */
   ioConcurrency: number;
-  /** How long each io step's tool waits. */
+  /** How long each io step's tool waits (and each worker task, scenario 6b). */
   ioSleepMs: number;
+  /** Scenario 6b: worker processes, and the tasks each runs at once (ideal: their product ÷ 20 ms). */
+  workerProcesses: number;
+  workerConcurrency: number;
   /** A git ref whose code runs the stepd scenarios too, side by side with this tree. */
   compare?: string;
   /** Read the executors' /metrics around each scenario (they run with --http). */
@@ -80,8 +88,8 @@ export interface BenchSettings {
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10 };
-const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360, keys: 1_000, perKey: 2 };
+const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10, workers: 10_000, workerChain: 100 };
+const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360, keys: 1_000, perKey: 2, workers: 1_000, workerChain: 30 };
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;
@@ -101,6 +109,7 @@ export const BENCH_USAGE = `usage: npm run bench   (or, after a build: sh script
   --accounting        BENCH_ACCOUNTING=1    read the executors' /metrics around each scenario
                       BENCH_DATABASE_URL    PostgreSQL to use (default ${DEFAULT_BENCH_DATABASE_URL})
                       BENCH_PROFILE=1       run the executor under node --cpu-prof
+                      BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  scenario workers: processes (3) × tasks each (16)
   --help                                    this text
 
 npm run bench passes no flags to the script: use the variables there.
@@ -157,6 +166,8 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
     sizes: quick ? SMALL : FULL,
     ioConcurrency: positiveInt('--io-concurrency', flags['io-concurrency'] ?? env.BENCH_IO_CONCURRENCY, 64),
     ioSleepMs: 20,
+    workerProcesses: positiveInt('BENCH_WORKERS', env.BENCH_WORKERS, 3),
+    workerConcurrency: positiveInt('BENCH_WORKER_CONCURRENCY', env.BENCH_WORKER_CONCURRENCY, 16),
     ...(compare ? { compare } : {}),
     accounting: ['1', 'true'].includes(flags.accounting ?? env.BENCH_ACCOUNTING ?? ''),
     claimIterations: quick ? 100 : 300,

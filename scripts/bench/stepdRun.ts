@@ -19,6 +19,7 @@ import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
 import { runGateRace, type GateRaceResult } from './gateRace.js';
+import { runWorkers, startWorkerProcesses, WORKERS_CONFIG, type WorkersResult } from './workerScenario.js';
 import { runIoBound, type IoBoundResult } from './ioBound.js';
 import { runKeyed, type KeyedResult } from './keyed.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
@@ -30,7 +31,7 @@ import { runThroughput, type ThroughputResult } from './throughput.js';
 import { runSignalBurst, type SignalBurstResult } from './signalBurst.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
-export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io' | 'keyed';
+export type StepdScenario = 'throughput' | 'sustained' | 'chain' | 'fanout' | 'fanoutFirst' | 'wakeup' | 'signals' | 'gateRace' | 'fanoutLarge' | 'io' | 'workers' | 'keyed';
 
 export interface StepdRunResult {
   /** Which code ran: 'this tree' or the compared git ref. */
@@ -47,6 +48,7 @@ export interface StepdRunResult {
   fanoutLarge?: FanoutResult & { peakRssMiB?: number };
   io?: IoBoundResult;
   keyed?: KeyedResult;
+  workers?: WorkersResult;
   /** Executor CPU while idle (no work, nothing arriving), % of one core. */
   idleCpuPercent?: number;
   /** Executor CPU over its whole life until the end of the idle window, seconds. */
@@ -177,6 +179,23 @@ export async function runStepdScenarios(opts: {
       await scenario(ctx, 'io', `io (${s.io} workflows × 3 steps of ${settings.ioSleepMs} ms, concurrency ${settings.ioConcurrency})`, () =>
         runIoBound(ctx, { workflows: s.io, concurrency: settings.ioConcurrency, sleepMs: settings.ioSleepMs }),
       );
+      exec.assertAlive();
+    }
+    if (selected('workers')) {
+      const exec = await startExecutor({ executorId: 'bench-workers', config: WORKERS_CONFIG });
+      executors.push(exec);
+      const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
+      await warmUp(ctx);
+      const { workerProcesses: processes, workerConcurrency: concurrency } = settings;
+      progress(`starting ${processes} worker processes × ${concurrency}`);
+      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup });
+      try {
+        await scenario(ctx, 'workers', `workers (${s.workers} steps of ${settings.ioSleepMs} ms on ${processes} workers × ${concurrency}; chains of ${s.workerChain})`, () =>
+          runWorkers(ctx, { processes, concurrency, sleepMs: settings.ioSleepMs, workflows: s.workers, chain: s.workerChain }),
+        );
+      } finally {
+        await stopWorkers();
+      }
       exec.assertAlive();
     }
   } catch (err) {

@@ -15,6 +15,7 @@ import { createLimitPolicy, type LimitPolicy } from './limits.js';
 import { createMcpProviders, type McpServerProvider } from './mcp/index.js';
 import { createPermissionPolicy, type PermissionPolicy } from './permissions.js';
 import { ToolRegistry } from './registry.js';
+import type { ToolProvider } from './tool.js';
 import { workerPrefixes, type WorkerPrefix } from '../workers/workersConfig.js';
 import { WorkerToolProvider } from '../workers/workerTools.js';
 
@@ -56,6 +57,8 @@ export interface ToolboxOptions {
   mcpIdleMs?: number;
   /** The config's `${VAR}` values (from loadToolConfig); none when omitted. */
   secrets?: Secrets;
+  /** More providers beside the built-ins and MCP servers (the library's function tools). */
+  providers?: ToolProvider[];
 }
 
 export function buildToolbox(config: StepdFileConfig, configPath: string | undefined, log: Logger, opts: ToolboxOptions = {}): Toolbox {
@@ -67,7 +70,7 @@ export function buildToolbox(config: StepdFileConfig, configPath: string | undef
   for (const p of Object.values(config.llm?.providers ?? {})) if (p.apiKey) secrets.add(p.apiKey);
   const llm = new LlmToolProvider({ config: config.llm, egress, secrets, log });
   const workers = workerPrefixes(config.workers);
-  const registry = new ToolRegistry([new CoreTools(), http, llm, ...mcp, ...workers.map((w) => new WorkerToolProvider(w))], { secrets });
+  const registry = new ToolRegistry([new CoreTools(), http, llm, ...mcp, ...workers.map((w) => new WorkerToolProvider(w)), ...(opts.providers ?? [])], { secrets });
   return {
     secrets,
     config,

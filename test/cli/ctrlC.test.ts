@@ -9,7 +9,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { DUPLICATE_SIGNAL_WINDOW_MS } from '../../src/cli/waitForStop.js';
+import { DUPLICATE_SIGNAL_WINDOW_MS } from '../../src/waitForStop.js';
 import { waitFor } from '../helpers/db.js';
 import { expectStoppedCleanly, projectUsingStepd, startEmbeddedDaemon, useEmbeddedFolder } from './embeddedDaemon.js';
 import { ROOT, spawnCli, type CliProcess } from './helpers.js';
