@@ -32,6 +32,7 @@ import { AdmissionLane } from './admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
 import { SkippedReadyRecheck } from './skippedReadyRecheck.js';
+import { ReportLookout } from './reportLookout.js';
 import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
 import { redriveRequested } from './redrive.js';
@@ -72,6 +73,8 @@ export class Executor {
   private readonly waker: Waker;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
+  /** Looks again soon after claiming reported worker steps (their reports skip NOTIFYs while one waits). */
+  private readonly reportLookout = new ReportLookout({ look: () => ((this.toollessPending = true), this.wake()) });
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;
   private readonly fairness = newFairClaimState();
@@ -340,6 +343,7 @@ export class Executor {
     else this.recheckSkipped(claim.rows.length);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row);
+    this.reportLookout.claimed(claim.rows);
     return claim.rows.length;
   }
 
@@ -360,6 +364,7 @@ export class Executor {
     if (claim.retryInMs !== undefined) this.wakeIn(claim.retryInMs);
     for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.tasks.start(row, claim.fair);
+    this.reportLookout.claimed(claim.rows);
     return claim.rows.length;
   }
 
@@ -425,6 +430,7 @@ export class Executor {
     this.stopping = true;
     this.moreReady = true;
     this.waker.close();
+    this.reportLookout.close();
     this.admission.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
