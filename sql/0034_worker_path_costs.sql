@@ -15,7 +15,7 @@
 -- report NOTIFYs only when no other report is on its way to an executor already: one made ready
 -- within the last second (its report woke the executors, or an earlier one's did, down to the
 -- first of the run, which did NOTIFY), or one an executor claimed within the last 250 ms. An
--- executor that claims reported steps looks for more every 10 ms until 500 ms pass without one
+-- executor that claims reported steps looks for more 10 ms later, backing off, until 500 ms pass without one
 -- (src/executor/reportLookout.ts), which finds this one; the executors' poll stays the
 -- backstop. A report that waits longer than a second (gated by a key or a rate, or no executor
 -- alive) wakes nobody soon, so the next report NOTIFYs again. The payload no longer names the
