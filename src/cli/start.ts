@@ -3,7 +3,7 @@
  * .stepd/ (DESIGN.md §6) and prints its URL; then migrates and runs the executor until
  * SIGINT/SIGTERM. Stopping stops the executor first, then the embedded server.
  */
-import { ratePolicy } from '../tools/rates.js';
+import { executorDepsFromConfig } from '../executorSettings.js';
 import type { Command } from 'commander';
 import type { StartFlags } from '../config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js';
@@ -99,7 +99,7 @@ PostgreSQL of the first; only the last one to stop stops it.`,
         if (file.path) log.info({ config: file.path, mcpServers: toolbox.mcp.map((p) => p.prefix) }, 'configuration loaded');
         if (toolbox.permissions.allowsEverything) log.info({}, 'no permissions configured: every user may call every tool');
         await probeMcpServers(toolbox, log);
-        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, rates: ratePolicy(file.config.limits?.rates), ...(file.config.clients ? { clients: file.config.clients } : {}), ...(file.config.caps ? { caps: file.config.caps } : {}), ...(file.config.llm ? { llm: file.config.llm } : {}), ...(file.config.retention ? { retention: file.config.retention } : {}), ...(metrics ? { metrics } : {}), tracing });
+        executor = new Executor({ ...options, databaseUrl: url }, { log, tools: toolbox.registry, permissions: toolbox.permissions, limits: toolbox.limits, ...executorDepsFromConfig(file.config), ...(metrics ? { metrics } : {}), tracing });
         await executor.start();
         await metrics?.start();
         // Schedules (pg-boss) start in the background: a pg-boss that cannot start never stops the executor.
