@@ -24,9 +24,9 @@ import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { decideActingUser } from '../security/actAs.js';
 import { Advance } from './advance.js';
 import type { TxDeps } from './transactions.js';
-import type { ClaimOnCreate, CreatedClaim, TxWriter } from './txWriter.js';
-import type { WorkflowInfo } from './workflowCache.js';
-import { inWriterTransaction } from './writerTransaction.js';
+import type { ClaimOnCreate, CreatedClaim, TxWriter } from './core/txWriter.js';
+import type { WorkflowInfo } from './core/workflowCache.js';
+import { inWriterTransaction } from './core/writerTransaction.js';
 
 /**
  * Fair admission's round-robin cursor (one per executor): a batch smaller than the roles with new

@@ -48,7 +48,7 @@ import type { Logger } from '../logger.js';
 import type { LimitPolicy } from '../tools/limits.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { toolPatternToLike } from '../tools/permissions.js';
-import type { WorkflowCache } from './workflowCache.js';
+import type { WorkflowCache } from './core/workflowCache.js';
 import { claimGatedOrSkip, gatedDue } from './claimGated.js';
 import { isRowSpecificPgError } from './rowErrors.js';
 

@@ -22,7 +22,7 @@ import { stepProgressSink } from './stepProgress.js';
 import { runClaimedSubWorkflowStep } from './subWorkflows.js';
 import type { TxDeps } from './transactions.js';
 import { runWorkerTaskStep } from './workerTaskStep.js';
-import type { WorkflowCache } from './workflowCache.js';
+import type { WorkflowCache } from './core/workflowCache.js';
 
 export interface ExecutorDeps {
   log: Logger;

@@ -23,8 +23,8 @@ import {
   type Queryable,
 } from '../db/queries.js';
 import type { StepdEvent } from '../events.js';
-import type { TxWriter } from './txWriter.js';
-import type { WorkflowInfo } from './workflowCache.js';
+import type { TxWriter } from './core/txWriter.js';
+import type { WorkflowInfo } from './core/workflowCache.js';
 import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
 import { settleByPolicy, settlesByPolicy, type PolicySettler } from './forkCompletion.js';
 import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../flow/joinPolicy.js';

@@ -18,7 +18,7 @@ import {
   takeOrRenewWatchdogLeaseUnlessHeldByLiveLeader,
 } from '../db/queries.js';
 import type { Logger } from '../logger.js';
-import { backoffMs, type DatabaseOutage } from './dbOutage.js';
+import { backoffMs, type DatabaseOutage } from './core/dbOutage.js';
 import { parseWakeup, WAKEUP_CHANNEL, type WakeupHint } from './wakeupHint.js';
 
 export { WAKEUP_CHANNEL };

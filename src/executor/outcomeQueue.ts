@@ -16,8 +16,8 @@
 import type { Logger } from '../logger.js';
 import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { isLockNotAvailable } from '../errors.js';
-import { backoffMs } from './dbOutage.js';
-import { BatchPace } from './batchPace.js';
+import { backoffMs } from './core/dbOutage.js';
+import { BatchPace } from './core/batchPace.js';
 import { OutcomeLanes } from './outcomeLanes.js';
 import type { FinishInput, TxResult } from './transactions.js';
 

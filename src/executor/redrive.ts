@@ -33,9 +33,9 @@ import { Advance, type Origin } from './advance.js';
 import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
 import type { TxDeps, TxResult } from './transactions.js';
-import { TxWriter, type ClaimOnCreate } from './txWriter.js';
+import { TxWriter, type ClaimOnCreate } from './core/txWriter.js';
 import { signalWaitAgain, startSignalWait } from './signalWaits.js';
-import type { WorkflowInfo } from './workflowCache.js';
+import type { WorkflowInfo } from './core/workflowCache.js';
 
 export interface RedriveResult extends TxResult {
   /** Requests handled (resumed or refused). */

@@ -18,7 +18,7 @@ import {
   type ItemPosition,
   type Queryable,
 } from '../db/queries.js';
-import type { WorkflowInfo } from './workflowCache.js';
+import type { WorkflowInfo } from './core/workflowCache.js';
 
 export interface ScopeExtras {
   result?: unknown;

@@ -14,7 +14,7 @@ import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady,
 import type { CompiledStep } from '../flow/compiled.js';
 import { SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../flow/signalWait.js';
 import type { Outcome } from './advance.js';
-import type { TxWriter } from './txWriter.js';
+import type { TxWriter } from './core/txWriter.js';
 
 type StepBase = Pick<NewStep, 'workflowId' | 'name' | 'tool' | 'attempt' | 'fanoutId' | 'itemIndex'> & { firstAttemptId?: string };
 

@@ -14,7 +14,7 @@ import type { OutcomeQueue } from './outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';
 import type { RunningTask, RunningTasks } from './runningTasks.js';
 import type { TxDeps } from './transactions.js';
-import { claimedRow, type CreatedClaim } from './txWriter.js';
+import { claimedRow, type CreatedClaim } from './core/txWriter.js';
 
 export interface StepTasksDeps {
   /** The pool, options (executor id, lease grace), tools, workflow cache, metrics and tracing. */

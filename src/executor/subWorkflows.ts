@@ -32,7 +32,7 @@ import { ChildStartError, recordedInput, settledOutcome, subWorkflowRequest, typ
 import type { TemplateScope } from '../flow/templates.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './advance.js';
-import type { TxWriter } from './txWriter.js';
+import type { TxWriter } from './core/txWriter.js';
 
 export interface SubWorkflowDeps {
   schema: string;

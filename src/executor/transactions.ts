@@ -15,9 +15,9 @@ import type { AdvanceDeps, Outcome } from './advance.js';
 import { HeavyOutcome } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch, type BatchOptions } from './outcomeBatch.js';
 import { RowHeldElsewhere } from './outcomeLocks.js';
-import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
-import type { WorkflowCache } from './workflowCache.js';
-import { emptyTxResult } from './writerTransaction.js';
+import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
+import type { WorkflowCache } from './core/workflowCache.js';
+import { emptyTxResult } from './core/writerTransaction.js';
 
 export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
 export { admitWorkflows, type Admission } from './admission.js';

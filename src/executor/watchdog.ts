@@ -29,7 +29,7 @@ import type { Outcome } from './advance.js';
 import { signalTimeoutOutcome } from './signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
-import { emptyTxResult } from './writerTransaction.js';
+import { emptyTxResult } from './core/writerTransaction.js';
 import { pruneAsLeader } from '../retention/leaderRetention.js';
 import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 

@@ -11,7 +11,7 @@ import os from 'node:os';
 import pg from 'pg';
 import { assertSchemaName } from '../db/connect.js';
 import { takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
-import { backoffMs } from '../executor/dbOutage.js';
+import { backoffMs } from '../executor/core/dbOutage.js';
 import { Waker } from '../executor/waker.js';
 import { StepError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchPace } from '../../src/executor/batchPace.js';
+import { BatchPace } from '../../src/executor/core/batchPace.js';
 import { OutcomeLanes } from '../../src/executor/outcomeLanes.js';
 
 const entry = (lane: string, n: number, user = 'u') => ({ input: { lane, user, stepId: `${lane}${n}` } });

@@ -5,8 +5,8 @@
  * per failed attempt. Errors that are not about the connection are not an outage; the caller
  * logs those itself.
  */
-import { isConnectionError } from '../db/connect.js';
-import type { Logger } from '../logger.js';
+import { isConnectionError } from '../../db/connect.js';
+import type { Logger } from '../../logger.js';
 
 export class DatabaseOutage {
   private since: number | undefined;

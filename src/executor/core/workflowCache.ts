@@ -2,10 +2,10 @@
  * The compiled definition of each running workflow. A workflow's flow, input, name and user
  * are frozen once it is admitted (the guard trigger enforces it), so caching them is safe.
  */
-import { compileFlow, type CompileResult } from '../flow/validate.js';
-import { DEFAULT_CAPS, type Caps } from '../flow/caps.js';
-import type { CompiledFlow } from '../flow/compiled.js';
-import { getWorkflowDefinitions, type Queryable, type WorkflowDefinition } from '../db/queries.js';
+import { compileFlow, type CompileResult } from '../../flow/validate.js';
+import { DEFAULT_CAPS, type Caps } from '../../flow/caps.js';
+import type { CompiledFlow } from '../../flow/compiled.js';
+import { getWorkflowDefinitions, type Queryable, type WorkflowDefinition } from '../../db/queries.js';
 
 export interface WorkflowInfo {
   id: string;

@@ -18,8 +18,8 @@ import {
   type Queryable,
   type StepNotify,
   type WorkflowEnd,
-} from '../db/queries.js';
-import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../events.js';
+} from '../../db/queries.js';
+import { EVENTS_CHANNEL, eventPayload, type StepdEvent } from '../../events.js';
 
 /** Lets a transaction claim the steps it creates for this executor. */
 export interface ClaimOnCreate {
