@@ -22,7 +22,7 @@ import { setWorkflowConcurrencyKey } from '../db/queries/capacity.js';
 import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
 import { inputSchemaProblem } from '../flow/jsonSchema.js';
 import { decideActingUser } from '../security/actAs.js';
-import { Advance } from './advance.js';
+import { Advance } from './transitions/advance.js';
 import type { TxDeps } from './transactions.js';
 import type { ClaimOnCreate, CreatedClaim, TxWriter } from './core/txWriter.js';
 import type { WorkflowInfo } from './core/workflowCache.js';

@@ -34,7 +34,7 @@ import { Waker } from './waker.js';
 import { SkippedReadyRecheck } from './skippedReadyRecheck.js';
 import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
-import { redriveRequested } from './redrive.js';
+import { redriveRequested } from './transitions/redrive.js';
 import { WorkflowCache } from './core/workflowCache.js';
 import { NO_METRICS, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';

@@ -19,7 +19,7 @@ import { checkCostBudget } from './costBudget.js';
 import type { LlmConfig } from '../tools/llm/llmConfig.js';
 import { createClaims, type CreateClaims, type Slots } from './slots.js';
 import { stepProgressSink } from './stepProgress.js';
-import { runClaimedSubWorkflowStep } from './subWorkflows.js';
+import { runClaimedSubWorkflowStep } from './transitions/subWorkflows.js';
 import type { TxDeps } from './transactions.js';
 import { runWorkerTaskStep } from './workerTaskStep.js';
 import type { WorkflowCache } from './core/workflowCache.js';

@@ -28,7 +28,7 @@ import {
   type Queryable,
 } from '../db/queries.js';
 import { isLockNotAvailable, type ErrorData } from '../errors.js';
-import { Advance } from './advance.js';
+import { Advance } from './transitions/advance.js';
 import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, RowHeldElsewhere, SHARED_LOCK_WAIT_MS, type HeldStage } from './outcomeLocks.js';
 import type pg from 'pg';

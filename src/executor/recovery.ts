@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { findRunningStepsOfExecutor, findStepsNoLongerRunning, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
 import { StepError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Outcome } from './advance.js';
+import type { Outcome } from './transitions/advance.js';
 import type { OutcomeQueue } from './outcomeQueue.js';
 import type { RunningTasks } from './runningTasks.js';
 import { finishStep, type TxDeps, type TxResult } from './transactions.js';

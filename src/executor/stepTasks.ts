@@ -8,7 +8,7 @@ import { renewLeaseIfRunning, type ClaimedStep } from '../db/queries.js';
 import { stepResultLabel } from '../telemetry/executorMetrics.js';
 import type { StepTrace } from '../telemetry/stepTracing.js';
 import type { ExecutorCore } from './executorDeps.js';
-import type { Outcome } from './advance.js';
+import type { Outcome } from './transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
 import type { OutcomeQueue } from './outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';

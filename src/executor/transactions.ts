@@ -11,7 +11,7 @@ import { endWorkflowCancellingLiveSteps, limitLockWaitsInTransaction, lockWorkfl
 import type { ClientsConfig } from '../configFile.js';
 import { isLockNotAvailable, isRetryablePgError } from '../errors.js';
 import { EVENTS_CHANNEL } from '../events.js';
-import type { AdvanceDeps, Outcome } from './advance.js';
+import type { AdvanceDeps, Outcome } from './transitions/advance.js';
 import { HeavyOutcome } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch, type BatchOptions } from './outcomeBatch.js';
 import { RowHeldElsewhere } from './outcomeLocks.js';

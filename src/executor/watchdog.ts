@@ -25,8 +25,8 @@ import {
 } from '../db/queries.js';
 import { getStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
-import type { Outcome } from './advance.js';
-import { signalTimeoutOutcome } from './signalWaits.js';
+import type { Outcome } from './transitions/advance.js';
+import { signalTimeoutOutcome } from './transitions/signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
 import { emptyTxResult } from './core/writerTransaction.js';

@@ -13,7 +13,7 @@ import { handStepToWorkersIfRunning } from '../db/queries.js';
 import { StepError, type ErrorData } from '../errors.js';
 import type { CompiledStep } from '../flow/compiled.js';
 import type { Logger } from '../logger.js';
-import type { Outcome } from './advance.js';
+import type { Outcome } from './transitions/advance.js';
 import type { StepPolicy } from './runStep.js';
 
 export interface WorkerTaskDeps {

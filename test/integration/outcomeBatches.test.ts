@@ -11,7 +11,7 @@ import { claimReadySteps } from '../../src/db/queries.js';
 import { resolveCaps } from '../../src/flow/caps.js';
 import { silentLogger } from '../../src/logger.js';
 import { admitWorkflows, finishSteps, type FinishInput, type TxDeps } from '../../src/executor/transactions.js';
-import type { Outcome } from '../../src/executor/advance.js';
+import type { Outcome } from '../../src/executor/transitions/advance.js';
 import { WorkflowCache } from '../../src/executor/core/workflowCache.js';
 import { createTestSchema, getSteps, getWorkflow, insertWorkflow, onCleanup, type TestSchema } from '../helpers/db.js';
 

@@ -12,7 +12,7 @@
  * executor looks for stamped rows on a wake-up and at every poll tick.
  */
 import type pg from 'pg';
-import { withTransaction } from '../db/connect.js';
+import { withTransaction } from '../../db/connect.js';
 import {
   clearRedriveRequest,
   findRedriveRequests,
@@ -23,19 +23,19 @@ import {
   reopenFailedForkRows,
   resumeRedrivenWorkflow,
   type RedriveRequest,
-} from '../db/queries.js';
-import { isRetryablePgError, type ErrorData } from '../errors.js';
-import { storableIssues, storableText } from '../flow/caps.js';
-import { getStep } from '../flow/compiled.js';
-import { resolveSuccess } from '../flow/transitions.js';
-import { decideActingUser } from '../security/actAs.js';
+} from '../../db/queries.js';
+import { isRetryablePgError, type ErrorData } from '../../errors.js';
+import { storableIssues, storableText } from '../../flow/caps.js';
+import { getStep } from '../../flow/compiled.js';
+import { resolveSuccess } from '../../flow/transitions.js';
+import { decideActingUser } from '../../security/actAs.js';
 import { Advance, type Origin } from './advance.js';
 import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
-import type { TxDeps, TxResult } from './transactions.js';
-import { TxWriter, type ClaimOnCreate } from './core/txWriter.js';
+import type { TxDeps, TxResult } from '../transactions.js';
+import { TxWriter, type ClaimOnCreate } from '../core/txWriter.js';
 import { signalWaitAgain, startSignalWait } from './signalWaits.js';
-import type { WorkflowInfo } from './core/workflowCache.js';
+import type { WorkflowInfo } from '../core/workflowCache.js';
 
 export interface RedriveResult extends TxResult {
   /** Requests handled (resumed or refused). */

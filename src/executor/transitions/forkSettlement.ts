@@ -10,8 +10,8 @@
  * at a fork failed in this transaction (or below one) change nothing, as if they had come
  * before the failure.
  */
-import type { ErrorData } from '../errors.js';
-import { getStep } from '../flow/compiled.js';
+import type { ErrorData } from '../../errors.js';
+import { getStep } from '../../flow/compiled.js';
 import {
   cancelLiveStepsInFanout,
   failForkRowsIfDone,
@@ -21,13 +21,13 @@ import {
   type FanoutOutcome,
   type ForkRow,
   type Queryable,
-} from '../db/queries.js';
-import type { StepdEvent } from '../events.js';
-import type { TxWriter } from './core/txWriter.js';
-import type { WorkflowInfo } from './core/workflowCache.js';
+} from '../../db/queries.js';
+import type { StepdEvent } from '../../events.js';
+import type { TxWriter } from '../core/txWriter.js';
+import type { WorkflowInfo } from '../core/workflowCache.js';
 import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
 import { settleByPolicy, settlesByPolicy, type PolicySettler } from './forkCompletion.js';
-import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../flow/joinPolicy.js';
+import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../../flow/joinPolicy.js';
 
 /** Where a step sits: the fan-out row that created its branch and its item there. */
 export interface Position {

@@ -7,11 +7,11 @@
  * later arrivals (branches left running) are only recorded: the join is created once, however
  * many executors and transactions its arrivals come in — they are serialized by the workflow row lock.
  */
-import type { ErrorData } from '../errors.js';
-import { getStep, type CompiledStep } from '../flow/compiled.js';
-import { joinVerdict, safeVerdict } from '../flow/joinPolicy.js';
-import { resolveTemplates } from '../flow/templates.js';
-import { getForkState, getLatestTopLevelRow, type ForkRow } from '../db/queries.js';
+import type { ErrorData } from '../../errors.js';
+import { getStep, type CompiledStep } from '../../flow/compiled.js';
+import { joinVerdict, safeVerdict } from '../../flow/joinPolicy.js';
+import { resolveTemplates } from '../../flow/templates.js';
+import { getForkState, getLatestTopLevelRow, type ForkRow } from '../../db/queries.js';
 import type { ForkHost } from './forkSettlement.js';
 import { forkItemCount, forkItemsFrom } from './scope.js';
 

@@ -15,9 +15,9 @@
  *     over, a branch that did not match) has that transition applied again to its kept result.
  * Fan-outs that had settled keep their join; chains that ended are left alone.
  */
-import type { ErrorData } from '../errors.js';
-import type { CompiledFlow } from '../flow/compiled.js';
-import type { RedriveStepRow } from '../db/queries.js';
+import type { ErrorData } from '../../errors.js';
+import type { CompiledFlow } from '../../flow/compiled.js';
+import type { RedriveStepRow } from '../../db/queries.js';
 
 export type { RedriveStepRow };
 

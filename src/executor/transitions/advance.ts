@@ -4,26 +4,26 @@
  * fan-outs, joins, retries, or the end of the workflow. Events are NOTIFYed in the same
  * transaction, so they are delivered only if it commits.
  */
-import type { StepUsage } from '../usage/stepUsage.js';
-import { StepError, TemplateError, type ErrorData } from '../errors.js';
-import { getStep, type CompiledStep } from '../flow/compiled.js';
-import { resolveTemplates } from '../flow/templates.js';
-import { renderGateArgs } from '../flow/gateArgs.js';
-import { valueCapError } from '../flow/caps.js';
-import { failureNeedsLostCount, resolveFailure, resolveSuccess, type Decision } from '../flow/transitions.js';
-import { countLostAttemptsBefore, failDoneStepForTransition, getLatestDoneRowInChain, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../db/queries.js';
-import type { StepdEvent } from '../events.js';
-import type { TxWriter } from './core/txWriter.js';
-import type { Logger } from '../logger.js';
-import type { WorkflowInfo } from './core/workflowCache.js';
+import type { StepUsage } from '../../usage/stepUsage.js';
+import { StepError, TemplateError, type ErrorData } from '../../errors.js';
+import { getStep, type CompiledStep } from '../../flow/compiled.js';
+import { resolveTemplates } from '../../flow/templates.js';
+import { renderGateArgs } from '../../flow/gateArgs.js';
+import { valueCapError } from '../../flow/caps.js';
+import { failureNeedsLostCount, resolveFailure, resolveSuccess, type Decision } from '../../flow/transitions.js';
+import { countLostAttemptsBefore, failDoneStepForTransition, getLatestDoneRowInChain, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../../db/queries.js';
+import type { StepdEvent } from '../../events.js';
+import type { TxWriter } from '../core/txWriter.js';
+import type { Logger } from '../../logger.js';
+import type { WorkflowInfo } from '../core/workflowCache.js';
 import { ScopeBuilder } from './scope.js';
 import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
 import { startSubWorkflowStep } from './subWorkflows.js';
 import { startSignalWait } from './signalWaits.js';
-import { resolveSignalWait } from '../flow/signalWait.js';
-import { ChildStartError } from '../flow/subWorkflow.js';
-import { resolveWaitMs } from '../flow/waitDuration.js';
-import type { RatePolicy } from '../tools/rates.js';
+import { resolveSignalWait } from '../../flow/signalWait.js';
+import { ChildStartError } from '../../flow/subWorkflow.js';
+import { resolveWaitMs } from '../../flow/waitDuration.js';
+import type { RatePolicy } from '../../tools/rates.js';
 import { stepCapacityFields } from './capacityFields.js';
 
 export interface AdvanceDeps {

@@ -15,7 +15,7 @@
  *           (handBackSettlingSubWorkflowSteps), never failed as `lost`, which would rerun the child.
  */
 import type pg from 'pg';
-import { withTransaction } from '../db/connect.js';
+import { withTransaction } from '../../db/connect.js';
 import {
   getParentDepthAndRegisteredFlow,
   insertChildWorkflowUnlessTooDeep,
@@ -24,15 +24,15 @@ import {
   type ClaimedStep,
   type NewStep,
   type Queryable,
-} from '../db/queries.js';
-import { StepError } from '../errors.js';
-import { CapExceededError, DEFAULT_CAPS, valueCapError, type Caps } from '../flow/caps.js';
-import type { CompiledStep } from '../flow/compiled.js';
-import { ChildStartError, recordedInput, settledOutcome, subWorkflowRequest, type SubWorkflowRequest } from '../flow/subWorkflow.js';
-import type { TemplateScope } from '../flow/templates.js';
-import type { Logger } from '../logger.js';
+} from '../../db/queries.js';
+import { StepError } from '../../errors.js';
+import { CapExceededError, DEFAULT_CAPS, valueCapError, type Caps } from '../../flow/caps.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import { ChildStartError, recordedInput, settledOutcome, subWorkflowRequest, type SubWorkflowRequest } from '../../flow/subWorkflow.js';
+import type { TemplateScope } from '../../flow/templates.js';
+import type { Logger } from '../../logger.js';
 import type { Outcome } from './advance.js';
-import type { TxWriter } from './core/txWriter.js';
+import type { TxWriter } from '../core/txWriter.js';
 
 export interface SubWorkflowDeps {
   schema: string;

@@ -10,11 +10,11 @@
  *           `signal_timeout` (signalTimeoutOutcome), as it expires gates.
  *   settle  Claimed without a slot, the readied step completes with the signal as its result.
  */
-import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../db/queries.js';
-import type { CompiledStep } from '../flow/compiled.js';
-import { SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../flow/signalWait.js';
+import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../../db/queries.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import { SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../../flow/signalWait.js';
 import type { Outcome } from './advance.js';
-import type { TxWriter } from './core/txWriter.js';
+import type { TxWriter } from '../core/txWriter.js';
 
 type StepBase = Pick<NewStep, 'workflowId' | 'name' | 'tool' | 'attempt' | 'fanoutId' | 'itemIndex'> & { firstAttemptId?: string };
 

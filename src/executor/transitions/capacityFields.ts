@@ -4,11 +4,11 @@
  * or a rate): gated steps are never claimed on creation nor by the hot claims, only by the
  * capacity claim (claimGated.ts), which asks the database whether they may start.
  */
-import type { StepCapacity } from '../db/queries.js';
-import { renderKey } from '../flow/capacity.js';
-import type { CompiledFlow, CompiledStep } from '../flow/compiled.js';
-import type { TemplateScope } from '../flow/templates.js';
-import type { RatePolicy } from '../tools/rates.js';
+import type { StepCapacity } from '../../db/queries.js';
+import { renderKey } from '../../flow/capacity.js';
+import type { CompiledFlow, CompiledStep } from '../../flow/compiled.js';
+import type { TemplateScope } from '../../flow/templates.js';
+import type { RatePolicy } from '../../tools/rates.js';
 
 /** The capacity fields of a tool step created with `scope`, or {} when nothing gates it. */
 export function stepCapacityFields(

@@ -4,9 +4,9 @@
  * Reads only what the step's compiled references say it needs. Inside forEach items,
  * `steps.NAME` prefers the rows of the reader's own item (see getLatestDoneResultsInItems).
  */
-import type { CompiledStep } from '../flow/compiled.js';
-import { getStep } from '../flow/compiled.js';
-import { FAILED_STEPS, resolveTemplates, type TemplateScope } from '../flow/templates.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import { getStep } from '../../flow/compiled.js';
+import { FAILED_STEPS, resolveTemplates, type TemplateScope } from '../../flow/templates.js';
 import {
   getForkItem,
   getForkItems,
@@ -17,8 +17,8 @@ import {
   type ForkRow,
   type ItemPosition,
   type Queryable,
-} from '../db/queries.js';
-import type { WorkflowInfo } from './core/workflowCache.js';
+} from '../../db/queries.js';
+import type { WorkflowInfo } from '../core/workflowCache.js';
 
 export interface ScopeExtras {
   result?: unknown;

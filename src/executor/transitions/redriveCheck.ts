@@ -3,10 +3,10 @@
  * (which decides) and the callers that ask first (`stepd retry`, the API's retryWorkflow), so a
  * refusal reads the same wherever it comes from. Pure: the caller reads the rows.
  */
-import type { ErrorData } from '../errors.js';
-import type { CompiledFlow } from '../flow/compiled.js';
-import type { FlowIssue } from '../flow/spec.js';
-import type { CompileResult } from '../flow/validate.js';
+import type { ErrorData } from '../../errors.js';
+import type { CompiledFlow } from '../../flow/compiled.js';
+import type { FlowIssue } from '../../flow/spec.js';
+import type { CompileResult } from '../../flow/validate.js';
 import { planRedrive, plannedRows, type RedriveAction, type RedriveStepRow } from './redrivePlan.js';
 
 export interface RedriveSubject {
