@@ -28,7 +28,7 @@ import { drainAndClose } from './shutdown.js';
 import { RunningTasks } from './runningTasks.js';
 import { StepTasks } from './stepTasks.js';
 import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
-import { AdmissionLane } from './admissionLane.js';
+import { AdmissionLane } from './admission/admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { Waker } from './waker.js';
 import { SkippedReadyRecheck } from './skippedReadyRecheck.js';

@@ -20,7 +20,7 @@ import type { WorkflowCache } from './core/workflowCache.js';
 import { emptyTxResult } from './core/writerTransaction.js';
 
 export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
-export { admitWorkflows, type Admission } from './admission.js';
+export { admitWorkflows, type Admission } from './admission/admission.js';
 
 export interface TxDeps extends AdvanceDeps {
   pool: pg.Pool;

@@ -4,9 +4,9 @@
  * the config's `clients`, and the first step created — already claimed by this executor where
  * its slots allow (TxWriter's claim on create), so it starts without waiting for a claim.
  */
-import { forkStartProblem } from '../flow/forkStart.js';
+import { forkStartProblem } from '../../flow/forkStart.js';
 import type pg from 'pg';
-import { withTransaction } from '../db/connect.js';
+import { withTransaction } from '../../db/connect.js';
 import {
   admitNewWorkflowsResolvingRegisteredFlows,
   failWorkflowIfActive,
@@ -15,18 +15,18 @@ import {
   setWorkflowDeadline,
   setWorkflowUserIfRunning,
   type AdmittedWorkflow,
-} from '../db/queries.js';
-import { isRetryablePgError, StepError, type ErrorData } from '../errors.js';
-import { renderKey } from '../flow/capacity.js';
-import { setWorkflowConcurrencyKey } from '../db/queries/capacity.js';
-import { admissionProblem, storableIssues, storableText } from '../flow/caps.js';
-import { inputSchemaProblem } from '../flow/jsonSchema.js';
-import { decideActingUser } from '../security/actAs.js';
-import { Advance } from './transitions/advance.js';
-import type { TxDeps } from './transactions.js';
-import type { ClaimOnCreate, CreatedClaim, TxWriter } from './core/txWriter.js';
-import type { WorkflowInfo } from './core/workflowCache.js';
-import { inWriterTransaction } from './core/writerTransaction.js';
+} from '../../db/queries.js';
+import { isRetryablePgError, StepError, type ErrorData } from '../../errors.js';
+import { renderKey } from '../../flow/capacity.js';
+import { setWorkflowConcurrencyKey } from '../../db/queries/capacity.js';
+import { admissionProblem, storableIssues, storableText } from '../../flow/caps.js';
+import { inputSchemaProblem } from '../../flow/jsonSchema.js';
+import { decideActingUser } from '../../security/actAs.js';
+import { Advance } from '../transitions/advance.js';
+import type { TxDeps } from '../transactions.js';
+import type { ClaimOnCreate, CreatedClaim, TxWriter } from '../core/txWriter.js';
+import type { WorkflowInfo } from '../core/workflowCache.js';
+import { inWriterTransaction } from '../core/writerTransaction.js';
 
 /**
  * Fair admission's round-robin cursor (one per executor): a batch smaller than the roles with new

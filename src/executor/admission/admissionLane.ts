@@ -17,8 +17,8 @@
  */
 import type { Admission } from './admission.js';
 import { admissionPace } from './admissionPace.js';
-import { BatchPace } from './core/batchPace.js';
-import { backoffMs } from './core/dbOutage.js';
+import { BatchPace } from '../core/batchPace.js';
+import { backoffMs } from '../core/dbOutage.js';
 import { StartAtAlarm } from './startAtAlarm.js';
 
 export interface AdmissionLaneDeps {
