@@ -9,7 +9,7 @@ import { StepError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './transitions/advance.js';
 import type { OutcomeQueue } from './outcomeQueue.js';
-import type { RunningTasks } from './runningTasks.js';
+import type { RunningTasks } from './claims/runningTasks.js';
 import { finishStep, type TxDeps, type TxResult } from './transactions.js';
 
 /** Steps left running by an earlier run of this executor (a crash) fail as `lost` and are retried at once. */

@@ -13,7 +13,7 @@ import type { Heartbeat } from './heartbeat.js';
 import type { Listener } from './listener.js';
 import type { OutcomeQueue } from './outcomeQueue.js';
 import { handBackRunning } from './recovery.js';
-import type { RunningTasks } from './runningTasks.js';
+import type { RunningTasks } from './claims/runningTasks.js';
 
 export interface ShutdownParts {
   pool: pg.Pool;

@@ -12,7 +12,7 @@ import type { Outcome } from './transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
 import type { OutcomeQueue } from './outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';
-import type { RunningTask, RunningTasks } from './runningTasks.js';
+import type { RunningTask, RunningTasks } from './claims/runningTasks.js';
 import type { TxDeps } from './transactions.js';
 import { claimedRow, type CreatedClaim } from './core/txWriter.js';
 

@@ -19,7 +19,7 @@
  * Steps whose timeout differs from the default get their own lease.
  */
 import type pg from 'pg';
-import { withTransaction } from '../db/connect.js';
+import { withTransaction } from '../../db/connect.js';
 import {
   claimLockedSteps,
   claimReadySteps,
@@ -40,15 +40,15 @@ import {
   type ClaimCandidate,
   type ClaimedStep,
   type Queryable,
-} from '../db/queries.js';
-import { namingStatement, type ErrorData } from '../errors.js';
-import { EVENTS_CHANNEL } from '../events.js';
-import { DEFAULT_STEP_TIMEOUT_MS } from '../flow/compiled.js';
-import type { Logger } from '../logger.js';
-import type { LimitPolicy } from '../tools/limits.js';
-import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
-import { toolPatternToLike } from '../tools/permissions.js';
-import type { WorkflowCache } from './core/workflowCache.js';
+} from '../../db/queries.js';
+import { namingStatement, type ErrorData } from '../../errors.js';
+import { EVENTS_CHANNEL } from '../../events.js';
+import { DEFAULT_STEP_TIMEOUT_MS } from '../../flow/compiled.js';
+import type { Logger } from '../../logger.js';
+import type { LimitPolicy } from '../../tools/limits.js';
+import type { ExecutorMetrics } from '../../telemetry/executorMetrics.js';
+import { toolPatternToLike } from '../../tools/permissions.js';
+import type { WorkflowCache } from '../core/workflowCache.js';
 import { claimGatedOrSkip, gatedDue } from './claimGated.js';
 import { isRowSpecificPgError } from './rowErrors.js';
 

@@ -13,10 +13,10 @@
  * a token from a bucket this executor found empty (until its next window), are not candidates:
  * a backlog of one key or one rate never hides the steps of others.
  */
-import { withTransaction } from '../db/connect.js';
-import { anyGatedStepReady, capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../db/queries/capacity.js';
-import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../db/queries.js';
-import { toolPatternToLike } from '../tools/permissions.js';
+import { withTransaction } from '../../db/connect.js';
+import { anyGatedStepReady, capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../../db/queries/capacity.js';
+import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../../db/queries.js';
+import { toolPatternToLike } from '../../tools/permissions.js';
 import type { ClaimDeps } from './claimSteps.js';
 import { isRowSpecificPgError } from './rowErrors.js';
 

@@ -1,4 +1,4 @@
-import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
+import type { ClaimOnCreate, CreatedClaim } from '../core/txWriter.js';
 
 /**
  * One executor's tool slots: `--concurrency` less the slots held by running tool calls and those

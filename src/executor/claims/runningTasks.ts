@@ -3,7 +3,7 @@
  * tool slot gives it back when it ends; a task handed back by a forced stop is `released`, and its
  * outcome must not be written.
  */
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../logger.js';
 import type { Slots } from './slots.js';
 
 export interface RunningTask {
