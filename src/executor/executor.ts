@@ -26,7 +26,7 @@ import { claimSteps, newFairClaimState, type ClaimDeps } from './claims/claimSte
 import { abortStepsNoLongerOurs, handBackStraysAfterOutage, recoverOrphans } from './recovery.js';
 import { drainAndClose } from './shutdown.js';
 import { RunningTasks } from './claims/runningTasks.js';
-import { StepTasks } from './stepTasks.js';
+import { StepTasks } from './steps/stepTasks.js';
 import { runWithCreateClaims, Slots, type CreateClaims } from './claims/slots.js';
 import { AdmissionLane } from './admission/admissionLane.js';
 import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';

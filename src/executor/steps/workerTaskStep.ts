@@ -8,12 +8,12 @@
  * `onError`, transitions and the fence are the executor's as for any step.
  */
 import type pg from 'pg';
-import type { ClaimedStep } from '../db/queries.js';
-import { handStepToWorkersIfRunning } from '../db/queries.js';
-import { StepError, type ErrorData } from '../errors.js';
-import type { CompiledStep } from '../flow/compiled.js';
-import type { Logger } from '../logger.js';
-import type { Outcome } from './transitions/advance.js';
+import type { ClaimedStep } from '../../db/queries.js';
+import { handStepToWorkersIfRunning } from '../../db/queries.js';
+import { StepError, type ErrorData } from '../../errors.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import type { Logger } from '../../logger.js';
+import type { Outcome } from '../transitions/advance.js';
 import type { StepPolicy } from './runStep.js';
 
 export interface WorkerTaskDeps {

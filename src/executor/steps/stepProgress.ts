@@ -3,10 +3,10 @@
  * keeps the latest (ProgressThrottle) and writes it to the step row with a `step.progress` event
  * (recordProgressIfRunning: only while this attempt runs under this executor).
  */
-import { EVENTS_CHANNEL } from '../events.js';
-import { recordProgressIfRunning, type Queryable, type StepProgress } from '../db/queries.js';
-import type { Logger } from '../logger.js';
-import type { ToolProgress } from '../tools/tool.js';
+import { EVENTS_CHANNEL } from '../../events.js';
+import { recordProgressIfRunning, type Queryable, type StepProgress } from '../../db/queries.js';
+import type { Logger } from '../../logger.js';
+import type { ToolProgress } from '../../tools/tool.js';
 import { ProgressThrottle, type Schedule } from './progressThrottle.js';
 
 /** At most one progress write per step per this many ms, by default. */

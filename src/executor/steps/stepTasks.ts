@@ -4,17 +4,17 @@
  * outcome goes to the OutcomeQueue. A prefetched step that waited long for its slot renews its
  * lease before its tool starts, and does not run if the step is no longer this executor's.
  */
-import { renewLeaseIfRunning, type ClaimedStep } from '../db/queries.js';
-import { stepResultLabel } from '../telemetry/executorMetrics.js';
-import type { StepTrace } from '../telemetry/stepTracing.js';
-import type { ExecutorCore } from './executorDeps.js';
-import type { Outcome } from './transitions/advance.js';
+import { renewLeaseIfRunning, type ClaimedStep } from '../../db/queries.js';
+import { stepResultLabel } from '../../telemetry/executorMetrics.js';
+import type { StepTrace } from '../../telemetry/stepTracing.js';
+import type { ExecutorCore } from '../executorDeps.js';
+import type { Outcome } from '../transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
-import type { OutcomeQueue } from './outcomeQueue.js';
+import type { OutcomeQueue } from '../outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';
-import type { RunningTask, RunningTasks } from './claims/runningTasks.js';
-import type { TxDeps } from './transactions.js';
-import { claimedRow, type CreatedClaim } from './core/txWriter.js';
+import type { RunningTask, RunningTasks } from '../claims/runningTasks.js';
+import type { TxDeps } from '../transactions.js';
+import { claimedRow, type CreatedClaim } from '../core/txWriter.js';
 
 export interface StepTasksDeps {
   /** The pool, options (executor id, lease grace), tools, workflow cache, metrics and tracing. */

@@ -4,13 +4,13 @@
  * pending, the refusal in its `error`, and a `step.waiting` event that carries it. The workflow
  * goes on waiting for a readying that may stand (or the gate's timeout).
  */
-import { withTransaction } from '../db/connect.js';
-import { isRoleTrusted, notifyEvents, returnGateToWaitingIfRunning, type ClaimedStep } from '../db/queries.js';
-import { EVENTS_CHANNEL, eventPayload } from '../events.js';
-import { gateChecksReadying, refuseReadying } from '../flow/approvalCheck.js';
-import { storableIssues, storableText } from '../flow/caps.js';
-import type { CompiledStep } from '../flow/compiled.js';
-import type { TxDeps } from './transactions.js';
+import { withTransaction } from '../../db/connect.js';
+import { isRoleTrusted, notifyEvents, returnGateToWaitingIfRunning, type ClaimedStep } from '../../db/queries.js';
+import { EVENTS_CHANNEL, eventPayload } from '../../events.js';
+import { gateChecksReadying, refuseReadying } from '../../flow/approvalCheck.js';
+import { storableIssues, storableText } from '../../flow/caps.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import type { TxDeps } from '../transactions.js';
 
 export type GateDeps = Pick<TxDeps, 'pool' | 'executorId' | 'schema' | 'emitEvents' | 'log' | 'clients'>;
 

@@ -9,11 +9,11 @@
  * Not to be confused with the CEL cost budget of conditions and templates (docs/caps-and-budgets.md).
  */
 import type pg from 'pg';
-import type { ClaimedStep } from '../db/queries.js';
-import { getWorkflowCostsUpTheChain } from '../db/queries.js';
-import { StepError } from '../errors.js';
-import { userCostBudget, type LlmConfig } from '../tools/llm/llmConfig.js';
-import { formatCost } from '../usage/stepUsage.js';
+import type { ClaimedStep } from '../../db/queries.js';
+import { getWorkflowCostsUpTheChain } from '../../db/queries.js';
+import { StepError } from '../../errors.js';
+import { userCostBudget, type LlmConfig } from '../../tools/llm/llmConfig.js';
+import { formatCost } from '../../usage/stepUsage.js';
 
 export interface CostBudgetDeps {
   pool: pg.Pool;

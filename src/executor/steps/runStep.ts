@@ -2,17 +2,17 @@
  * Runs one claimed step: a tool call under its timeout and AbortSignal, or the instant
  * completion of a readied gate or a due timer. Never throws: every failure becomes an Outcome.
  */
-import { coerceError, StepError, StepTimeoutError } from '../errors.js';
-import type { CompiledStep } from '../flow/compiled.js';
-import type { ClaimedStep } from '../db/queries.js';
-import type { ToolRegistry } from '../tools/registry.js';
-import type { ToolContext } from '../tools/tool.js';
-import { valueCapError, type Caps } from '../flow/caps.js';
-import type { Outcome } from './transitions/advance.js';
-import { signalOutcome } from './transitions/signalWaits.js';
+import { coerceError, StepError, StepTimeoutError } from '../../errors.js';
+import type { CompiledStep } from '../../flow/compiled.js';
+import type { ClaimedStep } from '../../db/queries.js';
+import type { ToolRegistry } from '../../tools/registry.js';
+import type { ToolContext } from '../../tools/tool.js';
+import { valueCapError, type Caps } from '../../flow/caps.js';
+import type { Outcome } from '../transitions/advance.js';
+import { signalOutcome } from '../transitions/signalWaits.js';
 import type { StepProgressSink } from './stepProgress.js';
-import type { StepTrace } from '../telemetry/stepTracing.js';
-import { addUsage, outcomeUsage, type StepUsage } from '../usage/stepUsage.js';
+import type { StepTrace } from '../../telemetry/stepTracing.js';
+import { addUsage, outcomeUsage, type StepUsage } from '../../usage/stepUsage.js';
 
 export interface StepPolicy {
   /** Throws StepError('permission_denied') when `user` may not call `tool`. */
