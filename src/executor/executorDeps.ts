@@ -20,7 +20,7 @@ import type { LlmConfig } from '../tools/llm/llmConfig.js';
 import { createClaims, type CreateClaims, type Slots } from './claims/slots.js';
 import { stepProgressSink } from './steps/stepProgress.js';
 import { runClaimedSubWorkflowStep } from './transitions/subWorkflows.js';
-import type { TxDeps } from './transactions.js';
+import type { TxDeps } from './outcomes/transactions.js';
 import { runWorkerTaskStep } from './steps/workerTaskStep.js';
 import type { WorkflowCache } from './core/workflowCache.js';
 

@@ -8,9 +8,9 @@ import { findRunningStepsOfExecutor, findStepsNoLongerRunning, handBackSettlingS
 import { StepError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Outcome } from './transitions/advance.js';
-import type { OutcomeQueue } from './outcomeQueue.js';
+import type { OutcomeQueue } from './outcomes/outcomeQueue.js';
 import type { RunningTasks } from './claims/runningTasks.js';
-import { finishStep, type TxDeps, type TxResult } from './transactions.js';
+import { finishStep, type TxDeps, type TxResult } from './outcomes/transactions.js';
 
 /** Steps left running by an earlier run of this executor (a crash) fail as `lost` and are retried at once. */
 export async function recoverOrphans(tx: TxDeps, onResult: (r: TxResult) => void): Promise<number> {

@@ -11,7 +11,7 @@ import { StepError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Heartbeat } from './heartbeat.js';
 import type { Listener } from './listener.js';
-import type { OutcomeQueue } from './outcomeQueue.js';
+import type { OutcomeQueue } from './outcomes/outcomeQueue.js';
 import { handBackRunning } from './recovery.js';
 import type { RunningTasks } from './claims/runningTasks.js';
 

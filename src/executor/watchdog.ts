@@ -28,7 +28,7 @@ import type { Logger } from '../logger.js';
 import type { Outcome } from './transitions/advance.js';
 import { signalTimeoutOutcome } from './transitions/signalWaits.js';
 import { isLockNotAvailable } from '../errors.js';
-import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './transactions.js';
+import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './outcomes/transactions.js';
 import { emptyTxResult } from './core/writerTransaction.js';
 import { pruneAsLeader } from '../retention/leaderRetention.js';
 import type { RetentionPolicy } from '../retention/retentionPolicy.js';

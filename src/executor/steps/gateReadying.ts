@@ -10,7 +10,7 @@ import { EVENTS_CHANNEL, eventPayload } from '../../events.js';
 import { gateChecksReadying, refuseReadying } from '../../flow/approvalCheck.js';
 import { storableIssues, storableText } from '../../flow/caps.js';
 import type { CompiledStep } from '../../flow/compiled.js';
-import type { TxDeps } from '../transactions.js';
+import type { TxDeps } from '../outcomes/transactions.js';
 
 export type GateDeps = Pick<TxDeps, 'pool' | 'executorId' | 'schema' | 'emitEvents' | 'log' | 'clients'>;
 

@@ -10,10 +10,10 @@ import type { StepTrace } from '../../telemetry/stepTracing.js';
 import type { ExecutorCore } from '../executorDeps.js';
 import type { Outcome } from '../transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
-import type { OutcomeQueue } from '../outcomeQueue.js';
+import type { OutcomeQueue } from '../outcomes/outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';
 import type { RunningTask, RunningTasks } from '../claims/runningTasks.js';
-import type { TxDeps } from '../transactions.js';
+import type { TxDeps } from '../outcomes/transactions.js';
 import { claimedRow, type CreatedClaim } from '../core/txWriter.js';
 
 export interface StepTasksDeps {

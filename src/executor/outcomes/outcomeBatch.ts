@@ -26,15 +26,15 @@ import {
   type FinishValues,
   type FinishedStep,
   type Queryable,
-} from '../db/queries.js';
-import { isLockNotAvailable, type ErrorData } from '../errors.js';
-import { Advance } from './transitions/advance.js';
+} from '../../db/queries.js';
+import { isLockNotAvailable, type ErrorData } from '../../errors.js';
+import { Advance } from '../transitions/advance.js';
 import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, RowHeldElsewhere, SHARED_LOCK_WAIT_MS, type HeldStage } from './outcomeLocks.js';
 import type pg from 'pg';
-import type { ClaimOnCreate, TxWriter } from './core/txWriter.js';
+import type { ClaimOnCreate, TxWriter } from '../core/txWriter.js';
 import type { FinishInput, TxDeps, TxResult } from './transactions.js';
-import { emptyTxResult, inWriterTransaction } from './core/writerTransaction.js';
+import { emptyTxResult, inWriterTransaction } from '../core/writerTransaction.js';
 
 export { ALONE_LOCK_WAIT_MS } from './outcomeLocks.js';
 

@@ -13,11 +13,11 @@
  * here). Other failures are retried a few times; after that the step's lease runs out and the
  * watchdog retries it.
  */
-import type { Logger } from '../logger.js';
-import type { ExecutorMetrics } from '../telemetry/executorMetrics.js';
-import { isLockNotAvailable } from '../errors.js';
-import { backoffMs } from './core/dbOutage.js';
-import { BatchPace } from './core/batchPace.js';
+import type { Logger } from '../../logger.js';
+import type { ExecutorMetrics } from '../../telemetry/executorMetrics.js';
+import { isLockNotAvailable } from '../../errors.js';
+import { backoffMs } from '../core/dbOutage.js';
+import { BatchPace } from '../core/batchPace.js';
 import { OutcomeLanes } from './outcomeLanes.js';
 import type { FinishInput, TxResult } from './transactions.js';
 

@@ -6,21 +6,21 @@
  * Outcomes are recorded in batches: many finished steps, one transaction, one commit.
  */
 import type pg from 'pg';
-import { withTransaction } from '../db/connect.js';
-import { endWorkflowCancellingLiveSteps, limitLockWaitsInTransaction, lockWorkflows, notifyEvents } from '../db/queries.js';
-import type { ClientsConfig } from '../configFile.js';
-import { isLockNotAvailable, isRetryablePgError } from '../errors.js';
-import { EVENTS_CHANNEL } from '../events.js';
-import type { AdvanceDeps, Outcome } from './transitions/advance.js';
+import { withTransaction } from '../../db/connect.js';
+import { endWorkflowCancellingLiveSteps, limitLockWaitsInTransaction, lockWorkflows, notifyEvents } from '../../db/queries.js';
+import type { ClientsConfig } from '../../configFile.js';
+import { isLockNotAvailable, isRetryablePgError } from '../../errors.js';
+import { EVENTS_CHANNEL } from '../../events.js';
+import type { AdvanceDeps, Outcome } from '../transitions/advance.js';
 import { HeavyOutcome } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch, type BatchOptions } from './outcomeBatch.js';
 import { RowHeldElsewhere } from './outcomeLocks.js';
-import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
-import type { WorkflowCache } from './core/workflowCache.js';
-import { emptyTxResult } from './core/writerTransaction.js';
+import type { ClaimOnCreate, CreatedClaim } from '../core/txWriter.js';
+import type { WorkflowCache } from '../core/workflowCache.js';
+import { emptyTxResult } from '../core/writerTransaction.js';
 
 export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
-export { admitWorkflows, type Admission } from './admission/admission.js';
+export { admitWorkflows, type Admission } from '../admission/admission.js';
 
 export interface TxDeps extends AdvanceDeps {
   pool: pg.Pool;

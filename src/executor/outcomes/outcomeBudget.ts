@@ -3,7 +3,7 @@
  * workflow whose settling runs past it is recorded in a transaction of its own, so one heavy
  * workflow never holds the others' commit.
  */
-import type { Queryable } from '../db/queries.js';
+import type { Queryable } from '../../db/queries.js';
 
 /**
  * Statements one outcome may run (its advance: reads, fan-out bookkeeping) inside a shared
