@@ -12,7 +12,7 @@ import pg from 'pg';
 import { assertSchemaName } from '../db/connect.js';
 import { takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
 import { backoffMs } from '../executor/core/dbOutage.js';
-import { Waker } from '../executor/waker.js';
+import { Waker } from '../executor/wakeups/waker.js';
 import { StepError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { stopOnSignals } from '../stopOnSignals.js';

@@ -8,8 +8,8 @@
  * to MAX_UNRUN others, for their traces). A failed read drops the batch: the watchdog's sweep finds
  * cancelled steps from their own rows anyway (abortStepsNoLongerOurs).
  */
-import { findWorkflowIdsIfCancelled, type Queryable } from '../db/queries.js';
-import type { Logger } from '../logger.js';
+import { findWorkflowIdsIfCancelled, type Queryable } from '../../db/queries.js';
+import type { Logger } from '../../logger.js';
 
 /** Workflow ids read in one statement. */
 export const CHECK_BATCH = 1_000;

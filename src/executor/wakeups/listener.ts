@@ -10,15 +10,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { createClient, type PoolOptions } from '../db/connect.js';
+import { createClient, type PoolOptions } from '../../db/connect.js';
 import {
   claimExecutorIdUnlessHeldByLiveSession,
   releaseExecutorIdIfHeld,
   releaseWatchdogLeaseIfHeld,
   takeOrRenewWatchdogLeaseUnlessHeldByLiveLeader,
-} from '../db/queries.js';
-import type { Logger } from '../logger.js';
-import { backoffMs, type DatabaseOutage } from './core/dbOutage.js';
+} from '../../db/queries.js';
+import type { Logger } from '../../logger.js';
+import { backoffMs, type DatabaseOutage } from '../core/dbOutage.js';
 import { parseWakeup, WAKEUP_CHANNEL, type WakeupHint } from './wakeupHint.js';
 
 export { WAKEUP_CHANNEL };
