@@ -4,13 +4,13 @@
  * answer (`handBackStrays`), and at a forced stop (`handBackRunning`).
  */
 import type pg from 'pg';
-import { findRunningStepsOfExecutor, findStepsNoLongerRunning, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../db/queries.js';
-import { StepError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { Outcome } from './transitions/advance.js';
-import type { OutcomeQueue } from './outcomes/outcomeQueue.js';
-import type { RunningTasks } from './claims/runningTasks.js';
-import { finishStep, type TxDeps, type TxResult } from './outcomes/transactions.js';
+import { findRunningStepsOfExecutor, findStepsNoLongerRunning, handBackSettlingSubWorkflowSteps, notifyStepsReady, releaseStepsIfRunning } from '../../db/queries.js';
+import { StepError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import type { Outcome } from '../transitions/advance.js';
+import type { OutcomeQueue } from '../outcomes/outcomeQueue.js';
+import type { RunningTasks } from '../claims/runningTasks.js';
+import { finishStep, type TxDeps, type TxResult } from '../outcomes/transactions.js';
 
 /** Steps left running by an earlier run of this executor (a crash) fail as `lost` and are retried at once. */
 export async function recoverOrphans(tx: TxDeps, onResult: (r: TxResult) => void): Promise<number> {

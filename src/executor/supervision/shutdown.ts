@@ -7,13 +7,13 @@
  * the pool.
  */
 import type pg from 'pg';
-import { StepError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { StepError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import type { Heartbeat } from './heartbeat.js';
-import type { Listener } from './wakeups/listener.js';
-import type { OutcomeQueue } from './outcomes/outcomeQueue.js';
+import type { Listener } from '../wakeups/listener.js';
+import type { OutcomeQueue } from '../outcomes/outcomeQueue.js';
 import { handBackRunning } from './recovery.js';
-import type { RunningTasks } from './claims/runningTasks.js';
+import type { RunningTasks } from '../claims/runningTasks.js';
 
 export interface ShutdownParts {
   pool: pg.Pool;

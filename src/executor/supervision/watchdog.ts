@@ -22,16 +22,16 @@ import {
   forgetExecutorIdClaimsOfEndedSessions,
   handBackSettlingSubWorkflowSteps,
   notifyStepsReady,
-} from '../db/queries.js';
-import { getStep } from '../flow/compiled.js';
-import type { Logger } from '../logger.js';
-import type { Outcome } from './transitions/advance.js';
-import { signalTimeoutOutcome } from './transitions/signalWaits.js';
-import { isLockNotAvailable } from '../errors.js';
-import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from './outcomes/transactions.js';
-import { emptyTxResult } from './core/writerTransaction.js';
-import { pruneAsLeader } from '../retention/leaderRetention.js';
-import type { RetentionPolicy } from '../retention/retentionPolicy.js';
+} from '../../db/queries.js';
+import { getStep } from '../../flow/compiled.js';
+import type { Logger } from '../../logger.js';
+import type { Outcome } from '../transitions/advance.js';
+import { signalTimeoutOutcome } from '../transitions/signalWaits.js';
+import { isLockNotAvailable } from '../../errors.js';
+import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from '../outcomes/transactions.js';
+import { emptyTxResult } from '../core/writerTransaction.js';
+import { pruneAsLeader } from '../../retention/leaderRetention.js';
+import type { RetentionPolicy } from '../../retention/retentionPolicy.js';
 
 export interface WatchdogDeps {
   tx: TxDeps;

@@ -7,9 +7,9 @@
  */
 import os from 'node:os';
 import type pg from 'pg';
-import { beatExecutor, deregisterExecutor, registerExecutor } from '../db/queries.js';
-import type { Logger } from '../logger.js';
-import type { DatabaseOutage } from './core/dbOutage.js';
+import { beatExecutor, deregisterExecutor, registerExecutor } from '../../db/queries.js';
+import type { Logger } from '../../logger.js';
+import type { DatabaseOutage } from '../core/dbOutage.js';
 
 export interface HeartbeatOptions {
   pool: pg.Pool;
