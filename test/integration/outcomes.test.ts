@@ -6,7 +6,8 @@ import { createPool } from '../../src/db/connect.js';
 import { claimReadySteps } from '../../src/db/queries.js';
 import { resolveCaps } from '../../src/flow/caps.js';
 import { silentLogger } from '../../src/logger.js';
-import { admitWorkflows, finishSteps, type FinishInput, type TxDeps } from '../../src/executor/outcomes/transactions.js';
+import { admitWorkflows } from '../../src/executor/admission/admission.js';
+import { finishSteps, type FinishInput, type TxDeps } from '../../src/executor/outcomes/transactions.js';
 import { WorkflowCache } from '../../src/executor/core/workflowCache.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup } from '../helpers/db.js';
 

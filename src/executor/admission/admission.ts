@@ -23,7 +23,7 @@ import { admissionProblem, storableIssues, storableText } from '../../flow/caps.
 import { inputSchemaProblem } from '../../flow/jsonSchema.js';
 import { decideActingUser } from '../../security/actAs.js';
 import { Advance } from '../transitions/advance.js';
-import type { TxDeps } from '../outcomes/transactions.js';
+import type { TxDeps } from '../core/txTypes.js';
 import type { ClaimOnCreate, CreatedClaim, TxWriter } from '../core/txWriter.js';
 import type { WorkflowInfo } from '../core/workflowCache.js';
 import { inWriterTransaction } from '../core/writerTransaction.js';

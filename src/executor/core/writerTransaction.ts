@@ -5,7 +5,7 @@
  */
 import type pg from 'pg';
 import { withTransaction, type TransactionOptions } from '../../db/connect.js';
-import type { TxDeps, TxResult } from '../outcomes/transactions.js';
+import type { TxDeps, TxResult } from './txTypes.js';
 import { TxWriter, type ClaimOnCreate } from './txWriter.js';
 
 export const emptyTxResult = (): TxResult => ({ cancelledRunning: [], recorded: new Set(), createdWork: false, claimed: [] });

@@ -33,7 +33,7 @@ import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, RowHeldElsewhere, SHARED_LOCK_WAIT_MS, type HeldStage } from './outcomeLocks.js';
 import type pg from 'pg';
 import type { ClaimOnCreate, TxWriter } from '../core/txWriter.js';
-import type { FinishInput, TxDeps, TxResult } from './transactions.js';
+import type { FinishInput, TxDeps, TxResult } from '../core/txTypes.js';
 import { emptyTxResult, inWriterTransaction } from '../core/writerTransaction.js';
 
 export { ALONE_LOCK_WAIT_MS } from './outcomeLocks.js';

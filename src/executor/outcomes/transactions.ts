@@ -8,70 +8,19 @@
 import type pg from 'pg';
 import { withTransaction } from '../../db/connect.js';
 import { endWorkflowCancellingLiveSteps, limitLockWaitsInTransaction, lockWorkflows, notifyEvents } from '../../db/queries.js';
-import type { ClientsConfig } from '../../configFile.js';
 import { isLockNotAvailable, isRetryablePgError } from '../../errors.js';
 import { EVENTS_CHANNEL } from '../../events.js';
-import type { AdvanceDeps, Outcome } from '../transitions/advance.js';
 import { HeavyOutcome } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch, type BatchOptions } from './outcomeBatch.js';
 import { RowHeldElsewhere } from './outcomeLocks.js';
-import type { ClaimOnCreate, CreatedClaim } from '../core/txWriter.js';
-import type { WorkflowCache } from '../core/workflowCache.js';
+import type { ClaimOnCreate } from '../core/txWriter.js';
+import type { FinishInput, TxDeps, TxResult } from '../core/txTypes.js';
 import { emptyTxResult } from '../core/writerTransaction.js';
 
 export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
-export { admitWorkflows, type Admission } from '../admission/admission.js';
-
-export interface TxDeps extends AdvanceDeps {
-  pool: pg.Pool;
-  cache: WorkflowCache;
-  executorId: string;
-  /** Which users each database role may start workflows as (config `clients`). */
-  clients?: ClientsConfig | undefined;
-  /** Told, after commit, of the workflows a transaction ended (completed or failed): their trace spans. */
-  onWorkflowsEnded?: ((workflowIds: string[]) => void) | undefined;
-}
-
-export interface TxResult {
-  /** Running steps this transaction cancelled; abort their tools. */
-  cancelledRunning: string[];
-  /** Steps whose outcome was recorded (the others were no longer ours: late results). */
-  recorded: Set<string>;
-  /** Whether this transaction created steps ready now for the claim loop (wake it). */
-  createdWork: boolean;
-  /** The soonest a step it created with a delay (retry backoff, timer) becomes ready. */
-  readyInMs?: number;
-  /** Steps created already claimed by this executor: start them now. */
-  claimed: CreatedClaim[];
-  /**
-   * Outcomes this batch did not record, to be recorded each in a transaction of its own (they
-   * come back with `alone: true`): their workflow was locked by another transaction, or settling
-   * it took more than HEAVY_OUTCOME_STATEMENTS statements. So one heavy or blocked workflow never
-   * holds the commit of the others.
-   */
-  deferred?: FinishInput[];
-}
+export type { FinishGuard, FinishInput, TxDeps, TxResult } from '../core/txTypes.js';
 
 const empty = emptyTxResult;
-
-export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
-
-export interface FinishInput {
-  stepId: string;
-  workflowId: string;
-  guard: FinishGuard;
-  outcome: Outcome;
-  args?: unknown;
-  /**
-   * Record this outcome in a transaction of its own workflow: wait for the workflow's row lock
-   * and settle whatever it takes. Without it, a batch skips workflows locked elsewhere and
-   * outcomes whose settling is heavy, and hands them back in TxResult.deferred.
-   */
-  alone?: boolean;
-  /** Its workflow's role and user: the outcome queue takes each batch round-robin across them (outcomeLanes.ts). */
-  lane?: string;
-  user?: string | null;
-}
 
 /** PostgreSQL refused a JSON value: `\u0000` in a string (22P05) or a lone surrogate (22P02). */
 function isUnstorableJson(err: unknown): boolean {

@@ -4,7 +4,6 @@
  * fan-outs, joins, retries, or the end of the workflow. Events are NOTIFYed in the same
  * transaction, so they are delivered only if it commits.
  */
-import type { StepUsage } from '../../usage/stepUsage.js';
 import { StepError, TemplateError, type ErrorData } from '../../errors.js';
 import { getStep, type CompiledStep } from '../../flow/compiled.js';
 import { resolveTemplates } from '../../flow/templates.js';
@@ -14,7 +13,7 @@ import { failureNeedsLostCount, resolveFailure, resolveSuccess, type Decision } 
 import { countLostAttemptsBefore, failDoneStepForTransition, getLatestDoneRowInChain, getPrecedingRowInChain, getReceivedSignal, setFanoutOpen, type NewStep, type Queryable } from '../../db/queries.js';
 import type { StepdEvent } from '../../events.js';
 import type { TxWriter } from '../core/txWriter.js';
-import type { Logger } from '../../logger.js';
+import type { AdvanceDeps, Outcome } from '../core/txTypes.js';
 import type { WorkflowInfo } from '../core/workflowCache.js';
 import { ScopeBuilder } from './scope.js';
 import { ForkSettlement, type ForkHost, type Position } from './forkSettlement.js';
@@ -23,20 +22,9 @@ import { startSignalWait } from './signalWaits.js';
 import { resolveSignalWait } from '../../flow/signalWait.js';
 import { ChildStartError } from '../../flow/subWorkflow.js';
 import { resolveWaitMs } from '../../flow/waitDuration.js';
-import type { RatePolicy } from '../../tools/rates.js';
 import { stepCapacityFields } from './capacityFields.js';
 
-export interface AdvanceDeps {
-  schema: string;
-  log: Logger;
-  random: () => number;
-  emitEvents: boolean;
-  /** Added to a step's timeout for the lease of a step claimed as it is created. */
-  leaseGraceMs: number;
-  /** The config's rate limits (limits.rates), written on the steps they apply to. */
-  rates?: RatePolicy;
-}
-
+export type { AdvanceDeps, Outcome } from '../core/txTypes.js';
 export type { Position } from './forkSettlement.js';
 
 /** The row a decision continues from. */
@@ -48,9 +36,6 @@ export interface Origin extends Position {
   /** On a retry row: its step's first attempt. */
   firstAttemptId?: string | null;
 }
-
-/** `usage`: what the attempt spent (src/usage/stepUsage.ts), recorded on its row. */
-export type Outcome = ({ status: 'done'; result: unknown } | { status: 'failed'; error: ErrorData & { retryAfterMs?: number } }) & { usage?: StepUsage };
 
 /**
  * State of one workflow within one transaction. Writes go through the transaction's TxWriter,

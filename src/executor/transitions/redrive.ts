@@ -32,7 +32,7 @@ import { decideActingUser } from '../../security/actAs.js';
 import { Advance, type Origin } from './advance.js';
 import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
-import type { TxDeps, TxResult } from '../outcomes/transactions.js';
+import type { TxDeps, TxResult } from '../core/txTypes.js';
 import { TxWriter, type ClaimOnCreate } from '../core/txWriter.js';
 import { signalWaitAgain, startSignalWait } from './signalWaits.js';
 import type { WorkflowInfo } from '../core/workflowCache.js';

@@ -13,7 +13,7 @@
 import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../../db/queries.js';
 import type { CompiledStep } from '../../flow/compiled.js';
 import { SIGNAL_TIMEOUT, type ResolvedSignalWait } from '../../flow/signalWait.js';
-import type { Outcome } from './advance.js';
+import type { Outcome } from '../core/txTypes.js';
 import type { TxWriter } from '../core/txWriter.js';
 
 type StepBase = Pick<NewStep, 'workflowId' | 'name' | 'tool' | 'attempt' | 'fanoutId' | 'itemIndex'> & { firstAttemptId?: string };

@@ -31,7 +31,7 @@ import type { CompiledStep } from '../../flow/compiled.js';
 import { ChildStartError, recordedInput, settledOutcome, subWorkflowRequest, type SubWorkflowRequest } from '../../flow/subWorkflow.js';
 import type { TemplateScope } from '../../flow/templates.js';
 import type { Logger } from '../../logger.js';
-import type { Outcome } from './advance.js';
+import type { Outcome } from '../core/txTypes.js';
 import type { TxWriter } from '../core/txWriter.js';
 
 export interface SubWorkflowDeps {
