@@ -17,7 +17,7 @@ import { withTransaction } from '../../db/connect.js';
 import { anyGatedStepReady, capacityVerdicts, claimGatedSteps, lockGatedCandidates } from '../../db/queries/capacity.js';
 import { countRunningToolSteps, lockClaimLimits, type ClaimBy, type ClaimedStep } from '../../db/queries.js';
 import { toolPatternToLike } from '../../tools/permissions.js';
-import type { ClaimDeps } from './claimSteps.js';
+import type { ClaimDeps } from './claimDeps.js';
 import { isRowSpecificPgError } from './rowErrors.js';
 
 /** With no gated step waiting, the capacity claim looks again after this long. */

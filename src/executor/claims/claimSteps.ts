@@ -51,6 +51,7 @@ import { toolPatternToLike } from '../../tools/permissions.js';
 import type { WorkflowCache } from '../core/workflowCache.js';
 import { claimGatedOrSkip, gatedDue } from './claimGated.js';
 import { isRowSpecificPgError } from './rowErrors.js';
+import type { ClaimDeps, FairClaimState } from './claimDeps.js';
 
 /**
  * After a role-fair claim found ready steps of one role only, the next waits this long: a
@@ -59,41 +60,7 @@ import { isRowSpecificPgError } from './rowErrors.js';
  */
 export const ROLE_RECHECK_MS = 200;
 
-/** The executor's claim state between claims (one per executor, never shared). */
-export interface FairClaimState {
-  /** The next claim is a fair one: the last full batch was mostly one workflow's. */
-  next: boolean;
-  /** Round-robin cursor: the fair claim starts after this workflow id. */
-  cursor: string;
-  /** The next claim is fair across roles (lanes.ts): the last one came back full, so steps wait. */
-  rolesNext: boolean;
-  /** Round-robin cursor: the role-fair claim starts at this role ('' the first). */
-  roleCursor: string;
-  /** No role-fair claim before this (Date.now()): the last one saw one role only. */
-  rolesNotBefore: number;
-  /** No capacity claim (claimGated.ts) before this (Date.now()). */
-  gatedNotBefore: number;
-  /** Rate buckets found empty, until their next window (Date.now()): the capacity claim skips their steps. */
-  emptyBuckets: Map<string, number>;
-}
-
-export function newFairClaimState(): FairClaimState {
-  return { next: false, cursor: '0', rolesNext: false, roleCursor: '', rolesNotBefore: 0, gatedNotBefore: 0, emptyBuckets: new Map() };
-}
-
-export interface ClaimDeps {
-  pool: pg.Pool;
-  cache: WorkflowCache;
-  executorId: string;
-  schema: string;
-  leaseGraceMs: number;
-  emitEvents: boolean;
-  log: Logger;
-  fairness: FairClaimState;
-  limits?: LimitPolicy;
-  /** Told how long each claim took and what it claimed. */
-  metrics?: ExecutorMetrics;
-}
+export { newFairClaimState, type ClaimDeps, type FairClaimState } from './claimDeps.js';
 
 export interface Claim {
   rows: ClaimedStep[];

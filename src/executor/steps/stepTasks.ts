@@ -7,7 +7,12 @@
 import { renewLeaseIfRunning, type ClaimedStep } from '../../db/queries.js';
 import { stepResultLabel } from '../../telemetry/executorMetrics.js';
 import type { StepTrace } from '../../telemetry/stepTracing.js';
-import type { ExecutorCore } from '../executorDeps.js';
+import type pg from 'pg';
+import type { Logger } from '../../logger.js';
+import type { ExecutorMetrics } from '../../telemetry/executorMetrics.js';
+import type { StepTracing } from '../../telemetry/stepTracing.js';
+import type { ToolRegistry } from '../../tools/registry.js';
+import type { WorkflowCache } from '../core/workflowCache.js';
 import type { Outcome } from '../transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
 import type { OutcomeQueue } from '../outcomes/outcomeQueue.js';
@@ -16,9 +21,19 @@ import type { RunningTask, RunningTasks } from '../claims/runningTasks.js';
 import type { TxDeps } from '../outcomes/transactions.js';
 import { claimedRow, type CreatedClaim } from '../core/txWriter.js';
 
+/** What the step tasks read of the executor's core (its ExecutorCore, executorDeps.ts, is one). */
+export interface StepTasksCore {
+  opts: { executorId: string; leaseGraceMs: number };
+  deps: { tools: Pick<ToolRegistry, 'isInstant'>; log: Logger };
+  pool: pg.Pool;
+  cache: WorkflowCache;
+  metrics: ExecutorMetrics;
+  tracing: StepTracing;
+}
+
 export interface StepTasksDeps {
   /** The pool, options (executor id, lease grace), tools, workflow cache, metrics and tracing. */
-  core: ExecutorCore;
+  core: StepTasksCore;
   tx: TxDeps;
   running: RunningTasks;
   outcomes: OutcomeQueue;

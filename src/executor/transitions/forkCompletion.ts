@@ -12,7 +12,7 @@ import { getStep, type CompiledStep } from '../../flow/compiled.js';
 import { joinVerdict, safeVerdict } from '../../flow/joinPolicy.js';
 import { resolveTemplates } from '../../flow/templates.js';
 import { getForkState, getLatestTopLevelRow, type ForkRow } from '../../db/queries.js';
-import type { ForkHost } from './forkSettlement.js';
+import type { ForkHost } from './forkHost.js';
 import { forkItemCount, forkItemsFrom } from './scope.js';
 
 /** What policy settling needs of ForkSettlement. */

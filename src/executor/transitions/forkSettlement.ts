@@ -28,30 +28,9 @@ import type { WorkflowInfo } from '../core/workflowCache.js';
 import { forkItemCount, forkItemsFrom, type ScopeBuilder } from './scope.js';
 import { settleByPolicy, settlesByPolicy, type PolicySettler } from './forkCompletion.js';
 import { ALL_BRANCHES, joinVerdict, safeVerdict } from '../../flow/joinPolicy.js';
+import type { ForkHost, Position } from './forkHost.js';
 
-/** Where a step sits: the fan-out row that created its branch and its item there. */
-export interface Position {
-  fanoutId: string | null;
-  itemIndex: number | null;
-}
-
-/** What the fan-out logic needs of the workflow's Advance. */
-export interface ForkHost {
-  readonly db: Queryable;
-  readonly wf: WorkflowInfo;
-  readonly writer: TxWriter;
-  readonly scopes: ScopeBuilder;
-  readonly ended: boolean;
-  event(type: StepdEvent['type'], extra?: Partial<StepdEvent>): void;
-  createStep(name: string, pos: Position, extra: { error?: ErrorData; results?: unknown; completed?: number; item?: unknown; index?: number }): Promise<void>;
-  failWorkflow(error: ErrorData): Promise<void>;
-  /** A chain ended outside any fan-out: the workflow completes with `output` if nothing else is live. */
-  endTopChain(output: unknown): Promise<void>;
-  flush(): Promise<void>;
-  /** Steps whose outcome is recorded but not applied yet: a failing fork cancels those below it. */
-  cancelUnapplied(ids: string[]): void;
-  unapplied(): string[];
-}
+export type { ForkHost, Position } from './forkHost.js';
 
 export class ForkSettlement implements PolicySettler {
   /** Branches that arrived at each fork and are not settled yet (fork id → how many). */
