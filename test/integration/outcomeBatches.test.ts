@@ -1,5 +1,5 @@
 /**
- * The outcome batch on its own (src/executor/outcomeBatch.ts): many outcomes of one workflow
+ * The outcome batch on its own (src/executor/outcomes/outcomeBatch.ts): many outcomes of one workflow
  * recorded in one transaction, set-based, with the invariants of one-at-a-time recording —
  * a join created exactly once with its results in order, a forEach window moving by one item
  * per branch that ended, and nothing moving on below a fork that fails or after the workflow

@@ -23,12 +23,12 @@ export interface RunStepDeps {
   tools: ToolRegistry;
   permissions?: StepPolicy;
   /**
-   * Runs a claimed sub-workflow step (src/executor/subWorkflows.ts): its outcome, or undefined
+   * Runs a claimed sub-workflow step (src/executor/transitions/subWorkflows.ts): its outcome, or undefined
    * when it started its child and now waits for it.
    */
   subWorkflow?: (row: ClaimedStep, step: CompiledStep) => Promise<Outcome | undefined>;
   /**
-   * Runs a claimed step of a worker tool (src/executor/workerTaskStep.ts): hands it to the
+   * Runs a claimed step of a worker tool (src/executor/steps/workerTaskStep.ts): hands it to the
    * workers (undefined) or returns the outcome a worker reported.
    */
   workerTask?: (row: ClaimedStep, step: CompiledStep, served: { timeoutMs?: number }) => Promise<Outcome | undefined>;
@@ -38,7 +38,7 @@ export interface RunStepDeps {
   trace?: StepTrace;
   /**
    * Called before a model call (a `llm.*` tool) starts: throws StepError `budget_exceeded` when
-   * the workflow's cost has passed its budget (src/executor/costBudget.ts). None: no check.
+   * the workflow's cost has passed its budget (src/executor/steps/costBudget.ts). None: no check.
    */
   costBudget?: (row: ClaimedStep) => Promise<void>;
 }

@@ -1,6 +1,6 @@
 /**
  * What a redrive of a failed workflow has to do: a pure function of its compiled flow, its
- * step rows and its error. No I/O; src/executor/redrive.ts applies the plan in one transaction.
+ * step rows and its error. No I/O; src/executor/transitions/redrive.ts applies the plan in one transaction.
  *
  * Every position of a workflow — the top level, and each branch or item of a fan-out instance
  * (fanout_id, item_index) — is one sequential chain of rows; its last row is where that chain
