@@ -17,7 +17,7 @@ import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { ClientsConfig } from '../configFile.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
-import { checkRedrive } from '../executor/redriveCheck.js';
+import { checkRedrive } from '../executor/transitions/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { flowNameProblem } from '../flow/flowName.js';
 import { compileFlow } from '../flow/validate.js';
