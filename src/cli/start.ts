@@ -18,7 +18,7 @@ import type { RunningHttpServer } from '../http/server.js';
 import type { PromMetrics } from '../telemetry/promMetrics.js';
 import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 import { CliError, EXIT, dataDirFrom, isConnectionError, out, toCliError } from './common.js';
-import { redactUrl } from './format.js';
+import { redactUrl } from '../api/views/format.js';
 import { waitForStop } from '../waitForStop.js';
 
 export function registerStart(program: Command): void {

@@ -4,9 +4,9 @@
  * its own row; arguments, results and errors folded in <details> (each with a stable key so a
  * live refresh keeps it open).
  */
-import { buildTree, describeStep, isGate, type StepNode, type StepView } from '../../cli/statusView.js';
-import { signalWaitText } from '../../cli/signalWait.js';
-import { compactJson, formatDuration, formatError } from '../../cli/format.js';
+import { buildTree, describeStep, isGate, type StepNode, type StepView } from '../../api/views/statusView.js';
+import { signalWaitText } from '../../api/views/signalWait.js';
+import { compactJson, formatDuration, formatError } from '../../api/views/format.js';
 import { html, prettyJson, type Html } from '../html.js';
 import { describeUsage } from '../../usage/stepUsage.js';
 

@@ -6,10 +6,10 @@
  * (fanout_id = the fork's row) nested under that fork, by branch or item (item_index), each
  * branch's steps and retry attempts in order.
  */
-import { describeUsage, type StepUsage, type UsageTotal } from '../usage/stepUsage.js';
-import { compileFlow } from '../flow/validate.js';
-import type { StepKind } from '../flow/compiled.js';
-import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../db/tables.js';
+import { describeUsage, type StepUsage, type UsageTotal } from '../../usage/stepUsage.js';
+import { compileFlow } from '../../flow/validate.js';
+import type { StepKind } from '../../flow/compiled.js';
+import type { StepRow, StepStatus, WorkflowRow, WorkflowStatus } from '../../db/tables.js';
 import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
 import { formatProgress } from './progressText.js';
 import { renderWaitingGates } from './gateOffers.js';
