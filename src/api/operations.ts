@@ -10,8 +10,8 @@
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
-import { missingFlowMessage } from '../cli/flow.js';
+import { buildStatusViewWithChildren } from './views/subWorkflowTree.js';
+import { missingFlowMessage } from './missingFlowMessage.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
@@ -44,7 +44,7 @@ import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
 import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { refuseWorkerStep } from './workerStepRefusal.js';
-import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+import { toWorkflowSummary, type WorkflowSummaryView } from './views/workflowSummary.js';
 import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
 import { bulkAsUser, type BulkInput } from './bulkOperation.js';
 import type { BulkResult } from './bulkActions.js';

@@ -13,7 +13,7 @@ import { compileFlow } from '../flow/validate.js';
 import { CliError, EXIT, errorMessage, out, outJson, parseId, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { Follower } from './follow.js';
 import { hasBulkFilter, runBulkFromCli, withBulkOptions, type BulkFlags } from './bulkFlags.js';
-import { formatError } from './format.js';
+import { formatError } from '../api/views/format.js';
 
 interface RetryFlags extends BulkFlags {
   follow?: boolean;

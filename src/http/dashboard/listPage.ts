@@ -5,9 +5,9 @@
  */
 import type { CapacityGauges } from '../../db/queries/capacity.js';
 import { capacityPanel } from './capacityPanel.js';
-import type { WorkflowSummaryView } from '../../api/views.js';
+import type { WorkflowSummaryView } from '../../api/views/workflowSummary.js';
 import type { NestedRow } from './nestSubWorkflows.js';
-import { formatDuration, formatError } from '../../cli/format.js';
+import { formatDuration, formatError } from '../../api/views/format.js';
 import type { WorkflowStatus } from '../../db/tables.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';

@@ -11,13 +11,13 @@ import { createKysely, createPool } from '../db/connect.js';
 import { resolveCaps } from '../flow/caps.js';
 import type { Logger } from '../logger.js';
 import { createMcpHttpHandler } from '../mcpServer/createMcpHttpHandler.js';
-import { createHttpApp, type MetricsHandler } from './app.js';
-import { isLoopbackHost } from './auth.js';
-import { EventHub } from './eventHub.js';
-import { startHttpServer, type RunningHttpServer } from './server.js';
-import { AuthThrottle } from './authThrottle.js';
-import { Sessions } from './sessions.js';
-import { TrustedProxies } from './trustedProxies.js';
+import { createHttpApp, type MetricsHandler } from '../http/app.js';
+import { isLoopbackHost } from '../http/auth.js';
+import { EventHub } from '../http/eventHub.js';
+import { startHttpServer, type RunningHttpServer } from '../http/server.js';
+import { AuthThrottle } from '../http/authThrottle.js';
+import { Sessions } from '../http/sessions.js';
+import { TrustedProxies } from '../http/trustedProxies.js';
 
 export interface DaemonHttpOptions {
   databaseUrl: string;

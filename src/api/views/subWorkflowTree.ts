@@ -3,7 +3,7 @@
  * started it, and every gate (and signal wait) waiting anywhere below listed with the parent's (so
  * a gate inside a child is approved from the parent's status). Pure: rows in, a view out.
  */
-import type { StepRow, WorkflowRow } from '../db/tables.js';
+import type { StepRow, WorkflowRow } from '../../db/tables.js';
 import { buildStatusView, type StatusView } from './statusView.js';
 
 export interface WorkflowRows {

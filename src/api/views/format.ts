@@ -1,4 +1,4 @@
-/** Small, pure text formatting for CLI output. */
+/** Small, pure text formatting, the same in the CLI's output, the dashboard's pages and the MCP tools' answers. */
 
 /** 70ms, 1.2s, 2m05s, 1h02m. */
 export function formatDuration(ms: number): string {

@@ -1,6 +1,6 @@
 /** JSON views of rows for the operations' answers (the same fields as `stepd list --json`). */
-import { between } from '../cli/format.js';
-import type { WorkflowSummary } from '../db/reads.js';
+import { between } from './format.js';
+import type { WorkflowSummary } from '../../db/reads.js';
 
 export interface WorkflowSummaryView {
   id: string;

@@ -6,7 +6,7 @@
  * and the daemon apply (src/flow/approvalCheck.ts); whether the caller's database role may act as
  * the user (config `clients`) is the daemon's to know and is not predicted here. Pure.
  */
-import { gateInfo, mayApprove } from '../api/flowAccess.js';
+import { gateInfo, mayApprove } from '../flowAccess.js';
 import { compactJson, formatError } from './format.js';
 import type { StatusView } from './statusView.js';
 
