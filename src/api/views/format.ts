@@ -74,3 +74,8 @@ export function table(rows: string[][]): string[] {
       .trimEnd(),
   );
 }
+
+/** `2026-11-25 10:42:07` in UTC. */
+export function utc(iso: string | null): string {
+  return iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, '').replace(/Z$/, '') : '';
+}

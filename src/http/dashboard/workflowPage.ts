@@ -11,7 +11,7 @@ import type { StepView } from '../../api/views/statusView.js';
 import { formatDuration, formatError } from '../../api/views/format.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
-import { utc } from './listPage.js';
+import { utc } from '../../api/views/format.js';
 import { folded, renderStepTree } from './stepTree.js';
 import { renderFlowPictureOf } from './flowPicture.js';
 import { forkForm } from './dayTwoActions.js';
