@@ -3,7 +3,8 @@
  * wait for running steps, stop the embedded PostgreSQL). A Ctrl-C in a terminal reaches every
  * process of the foreground group — `npm`, the shell npx runs, and the daemon — and npm then
  * forwards its own copy to the daemon, so one key press arrives twice within milliseconds. A
- * signal within `duplicateWindowMs` of the first is therefore taken as that duplicate and ignored.
+ * SIGINT within `duplicateWindowMs` of a first SIGINT is therefore taken as that duplicate and
+ * ignored. A second SIGTERM is always deliberate (a supervisor's, or a person's `kill`): it exits.
  * A deliberate second signal later means "exit now": the running steps are abandoned (the next
  * start re-runs them), but the embedded PostgreSQL is still stopped before the process exits, so
  * nothing is left running behind the terminal.
@@ -21,7 +22,7 @@ export interface WaitForStopOptions {
   log: StopLog;
   /** Runs once the handlers are installed (the ready line). */
   listening?: () => void;
-  /** A second signal this soon after the first is the duplicate of a Ctrl-C (default 1500 ms). */
+  /** A second SIGINT this soon after a first SIGINT is the duplicate of a Ctrl-C (default 1500 ms). */
   duplicateWindowMs?: number;
   abortTimeoutMs?: number;
   exit?: (code: number) => void;
@@ -39,10 +40,12 @@ export function waitForStop(opts: WaitForStopOptions): Promise<void> {
   const target = opts.signals ?? process;
   return new Promise((resolve) => {
     let firstAt: number | undefined;
+    let firstSignal: NodeJS.Signals | undefined;
     let aborting = false;
     const onSignal = (signal: NodeJS.Signals) => {
       if (firstAt === undefined) {
         firstAt = now();
+        firstSignal = signal;
         log.info({ signal }, 'stopping (send the signal again to exit at once)');
         opts.stop().then(
           () => resolve(),
@@ -54,7 +57,7 @@ export function waitForStop(opts: WaitForStopOptions): Promise<void> {
         );
         return;
       }
-      if (now() - firstAt < window) {
+      if (signal === 'SIGINT' && firstSignal === 'SIGINT' && now() - firstAt < window) {
         log.info({ signal }, 'ignoring a duplicate signal (a Ctrl-C reaches both npm and the daemon); already stopping');
         return;
       }

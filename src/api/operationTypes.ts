@@ -1,5 +1,5 @@
 /** The shapes the workflow operations take and return (src/api/operations.ts). */
-import type { StatusView, WaitingSignal } from '../cli/statusView.js';
+import type { StatusView, WaitingSignal } from './views/statusView.js';
 import type { WorkflowStatus } from '../db/tables.js';
 import type { FlowIssue } from '../flow/spec.js';
 

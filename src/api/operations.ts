@@ -10,14 +10,14 @@
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { buildStatusViewWithChildren } from '../cli/subWorkflowTree.js';
-import { missingFlowMessage } from '../cli/flow.js';
+import { buildStatusViewWithChildren } from './views/subWorkflowTree.js';
+import { missingFlowMessage } from './missingFlowMessage.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { ClientsConfig } from '../configFile.js';
 import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
-import { checkRedrive } from '../executor/redriveCheck.js';
+import { checkRedrive } from '../executor/transitions/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { flowNameProblem } from '../flow/flowName.js';
 import { compileFlow } from '../flow/validate.js';
@@ -44,7 +44,7 @@ import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
 import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { refuseWorkerStep } from './workerStepRefusal.js';
-import { toWorkflowSummary, type WorkflowSummaryView } from './views.js';
+import { toWorkflowSummary, type WorkflowSummaryView } from './views/workflowSummary.js';
 import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
 import { bulkAsUser, type BulkInput } from './bulkOperation.js';
 import type { BulkResult } from './bulkActions.js';

@@ -5,8 +5,8 @@
  * shared by every user (the daemon's HTTP side) only admins may send. A step waiting for a signal
  * is no gate: approving or rejecting it is refused, saying what it waits for.
  */
-import { describeSignalWait, sendSignalCommand, waitingSignalOf } from '../cli/signalWait.js';
-import { compactJson } from '../cli/format.js';
+import { describeSignalWait, sendSignalCommand, waitingSignalOf } from './views/signalWait.js';
+import { compactJson } from './views/format.js';
 import { insertSignal } from '../db/queries/signalRows.js';
 import type { Queryable } from '../db/queries/common.js';
 import { OperationError, toOperationError } from './errors.js';

@@ -13,7 +13,7 @@ import { OperationError } from '../api/errors.js';
 // the database, not when this module loads: `stepd --help` or `stepd validate` never pay for them.
 import type { Database } from '../db/tables.js';
 import { ConfigError } from '../errors.js';
-import { redactUrl } from './format.js';
+import { redactUrl } from '../api/views/format.js';
 
 /** Exit codes scripts can trust. */
 export const EXIT = {

@@ -12,8 +12,8 @@ import type { Kysely } from 'kysely';
 import { getStepsForEvents, getWorkflowsForEvents, type EventStepRow, type EventWorkflowRow } from '../db/reads.js';
 import type { Database, WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
-import { between } from './format.js';
-import { waitingSignalOf } from './signalWait.js';
+import { between } from '../api/views/format.js';
+import { waitingSignalOf } from '../api/views/signalWait.js';
 
 export interface EventRows {
   workflows: Map<string, EventWorkflowRow>;

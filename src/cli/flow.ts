@@ -9,8 +9,9 @@ import { withTransaction } from '../db/connect.js';
 import { listFlowsLatest, listFlowVersions, loadFlowVersion, putFlowVersionUnlessLatestIsSame } from '../db/queries/flows.js';
 import { flowNameProblem } from '../flow/flowName.js';
 import { validateFlow } from '../flow/validate.js';
+import { missingFlowMessage } from '../api/missingFlowMessage.js';
 import { CliError, note, out, outJson, parseLimit, readJsonFile, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
-import { formatWhen, table } from './format.js';
+import { formatWhen, table } from '../api/views/format.js';
 
 interface PutFlags extends DatabaseFlags {
   name?: string;
@@ -167,11 +168,4 @@ export function parseFlowRef(ref: string): { name: string; version: number | nul
   const version = Number(m[2]);
   if (!Number.isSafeInteger(version) || version < 1 || version > 2_147_483_647) throw new CliError(`version must be a whole number from 1 (got ${JSON.stringify(m[2])})`);
   return { name: m[1]!, version };
-}
-
-/** Why NAME[@VERSION] was not found: no such flow, or no such version (naming the latest). */
-export async function missingFlowMessage(db: Parameters<typeof loadFlowVersion>[0], name: string, version: number | null): Promise<string> {
-  const latest = version === null ? undefined : await loadFlowVersion(db, name, null);
-  if (latest) return `flow ${JSON.stringify(name)} has no version ${version} (its latest version is ${latest.version}; see: stepd flow list ${name})`;
-  return `no flow named ${JSON.stringify(name)} is registered (store one with: stepd flow put FILE --name ${name}; see: stepd flow list)`;
 }

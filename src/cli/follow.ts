@@ -19,9 +19,9 @@ import type { WorkflowRow } from '../db/tables.js';
 import { TERMINAL_EVENTS, type StepdEvent } from '../events.js';
 import { CliError, EXIT, errorMessage, isConnectionError, note, out, outJson, type ClientContext } from './common.js';
 import { confirmEvent, endEventOf, factKey, PrintedFacts, readEventRows, type EventRows } from './eventConfirmation.js';
-import { between, compactJson, formatClock, formatDuration, formatError } from './format.js';
-import { formatProgress } from './progressText.js';
-import { sendSignalCommand, signalWaitText } from './signalWait.js';
+import { between, compactJson, formatClock, formatDuration, formatError } from '../api/views/format.js';
+import { formatProgress } from '../api/views/progressText.js';
+import { sendSignalCommand, signalWaitText } from '../api/views/signalWait.js';
 import { describeUsage } from '../usage/stepUsage.js';
 import { ExecutorLivenessNotice } from './executorLivenessNotice.js';
 

@@ -1,10 +1,10 @@
 /** `stepd list`: recent workflows, newest first. */
 import type { Command } from 'commander';
-import { toWorkflowSummary } from '../api/views.js';
+import { toWorkflowSummary } from '../api/views/workflowSummary.js';
 import { listWorkflows } from '../db/reads.js';
 import type { WorkflowStatus } from '../db/tables.js';
 import { CliError, out, outJson, parseLimit, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
-import { between, formatDuration, formatError, formatWhen, table } from './format.js';
+import { between, formatDuration, formatError, formatWhen, table } from '../api/views/format.js';
 
 const STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
 

@@ -7,13 +7,13 @@ import { redriveWorkflowIfFailed } from '../db/contract.js';
 import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
 import type { WorkflowRow } from '../db/tables.js';
 import type { ErrorData } from '../errors.js';
-import { checkRedrive } from '../executor/redriveCheck.js';
+import { checkRedrive } from '../executor/transitions/redriveCheck.js';
 import { resolveCaps, type Caps } from '../flow/caps.js';
 import { compileFlow } from '../flow/validate.js';
 import { CliError, EXIT, errorMessage, out, outJson, parseId, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 import { Follower } from './follow.js';
 import { hasBulkFilter, runBulkFromCli, withBulkOptions, type BulkFlags } from './bulkFlags.js';
-import { formatError } from './format.js';
+import { formatError } from '../api/views/format.js';
 
 interface RetryFlags extends BulkFlags {
   follow?: boolean;

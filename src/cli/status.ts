@@ -3,9 +3,9 @@ import type { Command } from 'commander';
 import { workflowNotFoundMessage } from '../api/errors.js';
 import { getSubWorkflowTree, getWorkflow, getWorkflowSteps } from '../db/reads.js';
 import { CliError, out, outJson, parseId, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
-import { renderStatus } from './statusView.js';
-import { buildStatusViewWithChildren } from './subWorkflowTree.js';
-import { annotateGateOffers } from './gateOffers.js';
+import { renderStatus } from '../api/views/statusText.js';
+import { buildStatusViewWithChildren } from '../api/views/subWorkflowTree.js';
+import { annotateGateOffers } from '../api/views/gateOffers.js';
 import { callerUser } from '../api/callerUser.js';
 
 export function registerStatus(program: Command): void {

@@ -6,6 +6,11 @@
  * database is an outage (logged once when it starts and once when it ends): work in flight
  * fails and is retried, finished outcomes wait in the OutcomeQueue, and when the database is back
  * the steps a claim took without our hearing of it are handed back.
+ *
+ * This file builds the parts and wires them together (the folders below it: admission, claims,
+ * steps, outcomes, transitions, wakeups, supervision, core); the rounds of the loop are
+ * claimLoop.ts, the dependency bundles executorDeps.ts, the second half of a stop
+ * supervision/shutdown.ts.
  */
 import type pg from 'pg';
 import { createPool, type PoolOptions } from '../db/connect.js';
@@ -14,29 +19,29 @@ import { writeSizeCaps } from '../db/queries/sizeCaps.js';
 import { writePriorityCaps } from '../db/queries/capacity.js';
 import { namingStatement, StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
-import { Listener } from './listener.js';
-import type { WakeupHint } from './wakeupHint.js';
-import { CancelChecks } from './cancelChecks.js';
-import { admitWorkflows, finishSteps, type TxDeps, type TxResult } from './transactions.js';
-import { backoffMs, DatabaseOutage } from './dbOutage.js';
-import { Heartbeat } from './heartbeat.js';
-import { OutcomeQueue } from './outcomeQueue.js';
-import type { ClaimOnCreate, CreatedClaim } from './txWriter.js';
-import { claimSteps, newFairClaimState, type ClaimDeps } from './claimSteps.js';
-import { abortStepsNoLongerOurs, handBackStraysAfterOutage, recoverOrphans } from './recovery.js';
-import { drainAndClose } from './shutdown.js';
-import { RunningTasks } from './runningTasks.js';
-import { StepTasks } from './stepTasks.js';
-import { runWithCreateClaims, Slots, type CreateClaims } from './slots.js';
-import { AdmissionLane } from './admissionLane.js';
-import { claimDepsOf, createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
-import { Waker } from './waker.js';
-import { SkippedReadyRecheck } from './skippedReadyRecheck.js';
-import { ReportLookout } from './reportLookout.js';
+import { Listener } from './wakeups/listener.js';
+import type { WakeupHint } from './wakeups/wakeupHint.js';
+import { CancelChecks } from './wakeups/cancelChecks.js';
+import { admitWorkflows } from './admission/admission.js';
+import { finishSteps, type TxDeps, type TxResult } from './outcomes/transactions.js';
+import { DatabaseOutage } from './core/dbOutage.js';
+import { Heartbeat } from './supervision/heartbeat.js';
+import { OutcomeQueue } from './outcomes/outcomeQueue.js';
+import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
+import { abortStepsNoLongerOurs, recoverOrphans } from './supervision/recovery.js';
+import { drainAndClose } from './supervision/shutdown.js';
+import { RunningTasks } from './claims/runningTasks.js';
+import { StepTasks } from './steps/stepTasks.js';
+import { runWithCreateClaims, Slots, type CreateClaims } from './claims/slots.js';
+import { AdmissionLane } from './admission/admissionLane.js';
+import { createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
+import { ClaimLoop, type LoopFlags } from './claimLoop.js';
+import { Waker } from './wakeups/waker.js';
+import { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
+import { ReportLookout } from './claims/reportLookout.js';
 import { logRetriedFailure } from './loopErrors.js';
-import { rescueOwnStepsPastLease, runWatchdogOnce } from './watchdog.js';
-import { redriveRequested } from './redrive.js';
-import { WorkflowCache } from './workflowCache.js';
+import { rescueOwnStepsPastLease, runWatchdogOnce } from './supervision/watchdog.js';
+import { WorkflowCache } from './core/workflowCache.js';
 import { NO_METRICS, type ExecutorMetrics } from '../telemetry/executorMetrics.js';
 import { NO_TRACING, type StepTracing } from '../telemetry/stepTracing.js';
 
@@ -48,9 +53,6 @@ import type { ExecutorOptions } from './options.js';
  * no faster than one on the 2-core bench machine, which a burst keeps busy either way.
  */
 const MAX_ADMISSIONS_IN_FLIGHT = 1;
-
-/** Readied gates and due timers claimed at once while every tool slot is busy. */
-const TOOLLESS_BATCH = 32;
 
 export type { ExecutorDeps } from './executorDeps.js';
 
@@ -67,31 +69,26 @@ export class Executor {
   private readonly heartbeat: Heartbeat;
   private readonly metrics: ExecutorMetrics;
   private readonly tracing: StepTracing;
-  /** Set when the database came back: check which running steps are really ours. */
-  private reconcilePending = false;
+  /** What may be waiting (claimLoop.ts): set by wake-ups, cleared by the round that looks. */
+  private readonly flags: LoopFlags = { moreReady: true, toollessPending: true, redrivePending: true, reconcilePending: false };
+  /** The loop's rounds: admission started, redrives, claims (claimLoop.ts). */
+  private readonly claimLoop: ClaimLoop;
   private readonly slots: Slots;
   private readonly waker: Waker;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
   /** Looks again soon after claiming reported worker steps (their reports skip NOTIFYs while one waits). */
-  private readonly reportLookout = new ReportLookout({ look: () => ((this.toollessPending = true), this.wake()) });
+  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;
-  private readonly fairness = newFairClaimState();
-  /** Whether readied gates or due timers may wait: claimed even when every tool slot is busy. */
-  private toollessPending = true;
   private stopping = false;
   private started = false;
-  /** Whether ready steps may wait that the last claim did not take (any wake-up, full claim, alarm, poll). */
-  private moreReady = true;
   /** Admission transactions beside the loop (admissionLane.ts); `pending`: new workflows may wait. */
   private readonly admission: AdmissionLane;
   /** New workflows the database refuses to change at all (admission.ts): left alone. */
   private readonly unadmittable = new Set<string>();
   /** Fair admission's round-robin cursor over roles (admission.ts). */
   private readonly admissionTurns = { afterRole: '' };
-  /** Whether redrive requests may be waiting: set by their NOTIFY and every poll tick (redrive.ts). */
-  private redrivePending = true;
   private loopDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
@@ -104,11 +101,11 @@ export class Executor {
     this.metrics = deps.metrics ?? NO_METRICS;
     this.tracing = deps.tracing ?? NO_TRACING;
     this.recheck = new SkippedReadyRecheck(opts.pollIntervalMs);
-    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.toollessPending = this.moreReady = true) });
+    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.flags.toollessPending = this.flags.moreReady = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
       onRecovered: () => {
-        this.reconcilePending = true;
+        this.flags.reconcilePending = true;
         this.admission.pending = true;
         this.wake();
       },
@@ -158,12 +155,12 @@ export class Executor {
       onAdmitted: (r) => {
         this.outage.succeeded();
         // First steps left ready: let finishing steps free slots for the claims (claimOnCreate).
-        if (r.readyNow) this.moreReady = this.slots.backlog = true;
+        if (r.readyNow) this.flags.moreReady = this.slots.backlog = true;
         if (r.readyInMs !== undefined) this.wakeIn(r.readyInMs);
       },
       onError: (err) => {
         if (!this.outage.failed(err, 'admission')) logRetriedFailure(deps.log, err, 'admitting new workflows failed; retrying');
-        if (this.outage.active) this.reconcilePending = true;
+        if (this.outage.active) this.flags.reconcilePending = true;
       },
       // Only the loop: an admission's end says nothing about ready steps (onAdmitted does, if it left some).
       wake: () => this.waker.wake(),
@@ -179,7 +176,7 @@ export class Executor {
       outage: this.outage,
       onWakeup: (p) => this.onWakeup(p),
       onReconnect: () => {
-        this.admission.pending = this.redrivePending = true;
+        this.admission.pending = this.flags.redrivePending = true;
         this.wake();
       },
     });
@@ -192,6 +189,14 @@ export class Executor {
       log: deps.log,
       outage: this.outage,
       onPresumedDead: () => void abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running).catch(() => {}),
+    });
+    const { flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout } = this;
+    this.claimLoop = new ClaimLoop({
+      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout,
+      stopping: () => this.stopping,
+      withCreateClaims: (fn, maxSlots) => this.withCreateClaims(fn, maxSlots),
+      handleTx: (r) => this.handleTx(r),
+      wakeIn: (ms) => this.wakeIn(ms),
     });
   }
 
@@ -218,7 +223,7 @@ export class Executor {
       throw err;
     }
     await recoverOrphans(this.tx, (r) => this.handleTx(r));
-    this.loopDone = this.loop();
+    this.loopDone = this.claimLoop.run();
     this.scheduleWatchdog(0);
     this.deps.log.info(
       { executorId: this.opts.executorId, schema: this.opts.schema, concurrency: this.opts.concurrency },
@@ -228,7 +233,7 @@ export class Executor {
 
   /** Wakes the claim loop (new ready work, a free slot). */
   wake(): void {
-    this.moreReady = true;
+    this.flags.moreReady = true;
     this.waker.wake();
   }
 
@@ -238,7 +243,7 @@ export class Executor {
    * step would cost an empty claim.
    */
   private slotFreed(): void {
-    if (this.moreReady) this.wake();
+    if (this.flags.moreReady) this.wake();
     else if (this.admission.pending) this.waker.wake();
   }
 
@@ -246,12 +251,12 @@ export class Executor {
   private onWakeup(hint: WakeupHint): void {
     if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
     if (hint.kind === 'stepReady') {
-      this.toollessPending = true;
+      this.flags.toollessPending = true;
       this.recheck.noteReadied();
       return this.wake();
     }
     // New workflows and redrives wake the loop for themselves, not the claims.
-    if (hint.kind === 'redrive') this.redrivePending = true;
+    if (hint.kind === 'redrive') this.flags.redrivePending = true;
     else this.admission.pending = true;
     this.waker.wake();
   }
@@ -271,107 +276,9 @@ export class Executor {
     );
   }
 
-  private async loop(): Promise<void> {
-    let errors = 0;
-    while (!this.stopping) {
-      try {
-        this.waker.clear();
-        if (this.reconcilePending) {
-          this.reconcilePending = false;
-          await this.reconcileAfterOutage();
-        }
-        let claimed = 0;
-        // New workflows: an admission starts beside the loop (admissionLane.ts), no more than this
-        // executor can start soon (half its free slots while ready steps wait), so a burst spreads
-        // over the executors. Prefetched steps waiting for a slot count as room: slots are about
-        // to free, and a new workflow must not wait behind them.
-        const admitted = this.admission.start(this.slots.free + this.slots.waiting, this.slots.backlog);
-        let reachedDb = false;
-        if (this.redrivePending) {
-          await this.redrive();
-          reachedDb = true;
-        }
-        const left = this.slots.claimable;
-        // Only when ready steps may wait: an empty claim would hold the next admission back.
-        if (left > 0 ? this.moreReady : this.toollessPending) {
-          claimed = left > 0 ? await this.claimAndRun(left) : await this.claimToolless();
-          reachedDb = true;
-        }
-        if (reachedDb) this.outage.succeeded();
-        errors = 0;
-        const busy = this.slots.claimable > 0 && (claimed > 0 || admitted > 0);
-        if (!busy && !this.waker.isWoken && !this.stopping) {
-          // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await this.waker.wait(this.opts.pollIntervalMs))) this.admission.pending = this.toollessPending = this.redrivePending = this.moreReady = true;
-          // Steps finishing together free their slots in the same tick: claim for all of them at once.
-          await new Promise((r) => setImmediate(r));
-        }
-      } catch (err) {
-        errors++;
-        const delay = backoffMs(errors);
-        // A lost connection is part of an outage, logged once; anything else is logged each time.
-        if (!this.outage.failed(err, 'claim loop')) logRetriedFailure(this.deps.log, err, 'executor iteration failed; retrying', { delayMs: delay });
-        if (this.outage.active) this.reconcilePending = true;
-        // Wake-ups don't cut the backoff short (a finishing step would make it a busy loop); stop does.
-        const until = Date.now() + delay;
-        while (!this.stopping && Date.now() < until) {
-          this.waker.clear();
-          await this.waker.wait(until - Date.now());
-        }
-      }
-    }
-  }
-
   /** Runs a transaction that may claim the steps it creates (see runWithCreateClaims). */
   private withCreateClaims<T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots = Infinity): Promise<T> {
     return runWithCreateClaims(this.claimOnCreate(maxSlots), fn, (claimed) => this.tasks.startClaimed(claimed));
-  }
-
-  /** Handles redrive requests (failed workflows set back to running); what they create is claimed like a transition's. */
-  private async redrive(): Promise<void> {
-    this.redrivePending = false;
-    const r = await this.withCreateClaims((claim) => redriveRequested(this.tx, this.opts.admitBatch, claim), this.slots.free);
-    if (r.handled >= this.opts.admitBatch) this.redrivePending = true;
-    this.handleTx(r);
-  }
-
-  /** With every tool slot busy: claims readied gates, due timers and reported worker steps, which take no slot. */
-  private async claimToolless(): Promise<number> {
-    this.toollessPending = false;
-    const claim = await claimSteps(this.claimDeps(), TOOLLESS_BATCH, { toollessOnly: true });
-    if (claim.moreReady) this.toollessPending = true;
-    else this.recheckSkipped(claim.rows.length);
-    for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
-    for (const row of claim.rows) this.tasks.start(row);
-    this.reportLookout.claimed(claim.rows);
-    return claim.rows.length;
-  }
-
-  private claimDeps(): ClaimDeps {
-    return claimDepsOf(this.core, this.fairness);
-  }
-
-  private async claimAndRun(free: number): Promise<number> {
-    // Cleared before the claim: work announced while it runs sets it again.
-    this.moreReady = false;
-    // The slots are promised to this claim until its rows are started (in the same tick); gated
-    // steps (keys, rates) only get those free now: a prefetched one would start after its token.
-    const gatedFree = this.slots.free;
-    const claim = await this.slots.reserving(free, () => claimSteps(this.claimDeps(), free, { gatedFree }));
-    this.slots.backlog = claim.moreReady;
-    if (claim.moreReady) this.moreReady = true;
-    else this.recheckSkipped(claim.rows.length);
-    if (claim.retryInMs !== undefined) this.wakeIn(claim.retryInMs);
-    for (const id of claim.cancelledRunning) this.running.abort(id, new StepError('cancelled', 'step was cancelled'));
-    for (const row of claim.rows) this.tasks.start(row, claim.fair);
-    this.reportLookout.claimed(claim.rows);
-    return claim.rows.length;
-  }
-
-  /** A claim that saw every row it could lock took fewer than were announced: look again soon. */
-  private recheckSkipped(claimed: number): void {
-    const ms = this.recheck.afterClaim(claimed);
-    if (ms !== undefined) this.wakeIn(ms);
   }
 
   /** Lets a transaction claim the steps it creates (none while stopping; see createClaimsOf). */
@@ -402,7 +309,7 @@ export class Executor {
   /** One watchdog tick: leader duties, then this executor's own steps past their lease, cancelled or rescued. */
   async sweep(): Promise<void> {
     // Redrive requests are looked for at every sweep too, even while the loop never idles.
-    this.redrivePending = true;
+    this.flags.redrivePending = true;
     try {
       const watchdog = { tx: this.tx, log: this.deps.log, isLeader: () => this.listener.ensureLeader(), onResult: (r: TxResult) => this.handleTx(r), retention: this.deps.retention };
       const report = await runWatchdogOnce(watchdog);
@@ -415,12 +322,6 @@ export class Executor {
     }
   }
 
-  /** After an outage: hand back the steps a claim took whose answer never arrived (see recovery.ts). */
-  private async reconcileAfterOutage(): Promise<void> {
-    const deps = { pool: this.pool, executorId: this.opts.executorId, schema: this.opts.schema, log: this.deps.log };
-    if ((await handBackStraysAfterOutage(deps, this.running, this.outcomes)) > 0) this.moreReady = true;
-  }
-
   /**
    * Graceful stop: stop claiming, wait up to the grace period for running steps, then abort
    * the rest and hand them back as ready without spending an attempt.
@@ -428,7 +329,7 @@ export class Executor {
   async stop(options: { graceMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    this.moreReady = true;
+    this.flags.moreReady = true;
     this.waker.close();
     this.reportLookout.close();
     this.admission.close();

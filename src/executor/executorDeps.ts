@@ -12,18 +12,18 @@ import type { LimitPolicy } from '../tools/limits.js';
 import type { RatePolicy } from '../tools/rates.js';
 import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 import type { ToolRegistry } from '../tools/registry.js';
-import type { ClaimDeps, FairClaimState } from './claimSteps.js';
+import type { ClaimDeps, FairClaimState } from './claims/claimSteps.js';
 import type { ExecutorOptions } from './options.js';
-import type { RunStepDeps, StepPolicy } from './runStep.js';
-import { checkCostBudget } from './costBudget.js';
+import type { RunStepDeps, StepPolicy } from './steps/runStep.js';
+import { checkCostBudget } from './steps/costBudget.js';
 import type { LlmConfig } from '../tools/llm/llmConfig.js';
-import { createClaims, type CreateClaims, type Slots } from './slots.js';
-import { stepProgressSink } from './stepProgress.js';
-import { runClaimedSubWorkflowStep } from './subWorkflows.js';
-import type { TxDeps } from './transactions.js';
-import { WorkerHandOffs } from './workerHandOffs.js';
-import { runWorkerTaskStep } from './workerTaskStep.js';
-import type { WorkflowCache } from './workflowCache.js';
+import { createClaims, type CreateClaims, type Slots } from './claims/slots.js';
+import { stepProgressSink } from './steps/stepProgress.js';
+import { runClaimedSubWorkflowStep } from './transitions/subWorkflows.js';
+import type { TxDeps } from './outcomes/transactions.js';
+import { WorkerHandOffs } from './steps/workerHandOffs.js';
+import { runWorkerTaskStep } from './steps/workerTaskStep.js';
+import type { WorkflowCache } from './core/workflowCache.js';
 
 export interface ExecutorDeps {
   log: Logger;

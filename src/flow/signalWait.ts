@@ -2,7 +2,7 @@
  * Steps that wait for a signal, the pure part: `{ "signal": { "name": N | [N…], "key"?, "since"?,
  * "timeout"? } }` — what it may be combined with, its compiled form, and the wait a row records
  * (`args.signal`) once its key template is resolved. No I/O: the executor side is
- * src/executor/signalWaits.ts, the matching is in the database (sql/0025).
+ * src/executor/transitions/signalWaits.ts, the matching is in the database (sql/0025).
  */
 import { StepError } from '../errors.js';
 import type { CompiledStep } from './compiled.js';

@@ -1,7 +1,7 @@
 /**
  * Sub-workflow steps, the pure part: what a `{ "workflow": { name, version?, input } }` step may
  * be combined with, the request a step row records (its `args`), and how the child's outcome
- * becomes the step's outcome. No I/O: the executor side is src/executor/subWorkflows.ts.
+ * becomes the step's outcome. No I/O: the executor side is src/executor/transitions/subWorkflows.ts.
  */
 import { StepError, type ErrorData } from '../errors.js';
 import type { CompiledStep } from './compiled.js';

@@ -1,6 +1,6 @@
 /**
  * What happens after a step: a pure function of the compiled flow, the step, and its outcome.
- * No I/O. The executor applies the decision in one transaction (executor/applyOutcome.ts).
+ * No I/O. The executor applies the decision in one transaction (src/executor/transitions/advance.ts).
  */
 import { StepError, type ErrorData } from '../errors.js';
 import type { CompiledFlow, CompiledStep, RetryPolicy } from './compiled.js';

@@ -14,6 +14,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../db/embedded.js'
 import { migrate } from '../db/migrate.js';
 import { pendingMigrations } from '../db/schemaCheck.js';
 import { Executor } from '../executor/executor.js';
+import { executorDepsFromConfig } from '../executorSettings.js';
 import { resolveCaps } from '../flow/caps.js';
 import { createLogger, type Logger } from '../logger.js';
 import { Secrets } from '../secrets.js';
@@ -131,8 +132,7 @@ export async function startStepd<Args extends Record<string, unknown> = Record<s
         tools: toolbox.registry,
         permissions: toolbox.permissions,
         limits: toolbox.limits,
-        ...(config.clients ? { clients: config.clients } : {}),
-        ...(config.caps ? { caps: config.caps } : {}),
+        ...executorDepsFromConfig(config),
       },
     );
     await executor.start();

@@ -3,8 +3,8 @@
  * `structuredContent`: one line saying what happened, then the result as JSON.
  */
 import type { ReadiedStep, SentSignal, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
-import { describeSignalWait } from '../cli/signalWait.js';
-import type { WorkflowSummaryView } from '../api/views.js';
+import { describeSignalWait } from '../api/views/signalWait.js';
+import type { WorkflowSummaryView } from '../api/views/workflowSummary.js';
 
 export function render(tool: string, result: object): string {
   return `${headline(tool, result)}\n${JSON.stringify(result, null, 2)}`;

@@ -3,7 +3,7 @@
  * pg-boss that cannot start (the schema missing or old: `stepd migrate`) is retried with
  * back-off and never stops the executor; events wait in the outbox meanwhile (an hour at most).
  */
-import { backoffMs } from '../executor/dbOutage.js';
+import { backoffMs } from '../executor/core/dbOutage.js';
 import type { Logger } from '../logger.js';
 import type { ApprovalLinksConfig, NotifyHook } from './notifyConfig.js';
 import { Notifier } from './notifier.js';

@@ -23,7 +23,7 @@ import { anySchedule, getSchedule, listScheduleTimings } from '../db/queries/sch
 import { listCatchUpCandidates } from '../db/queries/scheduleTicks.js';
 import { DEFAULT_MISSED_AFTER_MS, missedTicks } from './catchUp.js';
 import { startTickUnderPolicies, type TickOutcome } from './tickStart.js';
-import { backoffMs } from '../executor/dbOutage.js';
+import { backoffMs } from '../executor/core/dbOutage.js';
 import type { Logger } from '../logger.js';
 import { bossSchemaName, SCHEDULE_QUEUE, SCHEDULE_QUEUE_OPTIONS } from './bossSchema.js';
 import { latestOccurrenceAtOrBefore } from './tickTime.js';

@@ -4,7 +4,7 @@
  *
  * The executor enforces them across every executor on the database: its claim counts the
  * running rows under a transaction-scoped advisory lock, seeds a tally with those counts, and
- * claims only the candidates the tally has room for (src/executor/claimSteps.ts). This module
+ * claims only the candidates the tally has room for (src/executor/claims/claimSteps.ts). This module
  * is the pure part: which limits a step falls under, and a tally that counts against them.
  * Steps without a tool (readied gates, due timers) complete at once and never count.
  */

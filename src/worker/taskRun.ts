@@ -10,8 +10,8 @@
 import type { Queryable } from '../db/queries/common.js';
 import { extendTaskWithToken, failTaskWithToken, finishTaskWithToken, progressTaskWithToken, type WorkerTask } from '../db/queries/workerContract.js';
 import { coerceError, StepError, type ErrorData } from '../errors.js';
-import { backoffMs } from '../executor/dbOutage.js';
-import { ProgressThrottle } from '../executor/progressThrottle.js';
+import { backoffMs } from '../executor/core/dbOutage.js';
+import { ProgressThrottle } from '../executor/steps/progressThrottle.js';
 import type { Logger } from '../logger.js';
 import { isTransient } from './transient.js';
 import { normalizeProgress, parseToolArgs, type FunctionTool, type FunctionToolProgress } from '../tools/functionTool.js';

@@ -11,8 +11,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { backoffMs } from '../executor/dbOutage.js';
-import { parseWakeup, WAKEUP_CHANNEL } from '../executor/wakeupHint.js';
+import { backoffMs } from '../executor/core/dbOutage.js';
+import { parseWakeup, WAKEUP_CHANNEL } from '../executor/wakeups/wakeupHint.js';
 import { EVENTS_CHANNEL, parseEvent } from '../events.js';
 import type { Logger } from '../logger.js';
 

@@ -2,7 +2,7 @@
  * The tools of a worker prefix (config `workers`): any `prefix.name` is a tool, served by worker
  * processes through the SQL worker contract, never called in this process. Its steps take no
  * tool slot: the executor only hands them to the workers and records what they report
- * (src/executor/workerTaskStep.ts).
+ * (src/executor/steps/workerTaskStep.ts).
  */
 import { StepError } from '../errors.js';
 import type { ToolInfo, ToolProvider } from '../tools/tool.js';

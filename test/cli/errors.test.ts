@@ -112,8 +112,10 @@ describe('clear errors and exit codes', () => {
     const list = await runCli(['list'], { env: { DATABASE_URL: url } });
     const run = await runCli(['run', path.join(EXAMPLES, 'sequential.json'), '--database-url', url]);
     const approve = await runCli(['approve', '1'], { env: { DATABASE_URL: url } });
+    // The daemon reports it through DaemonStartError (src/daemon/), which the command words the same.
+    const start = await runCli(['start', '--database-url', url]);
 
-    for (const r of [list, run, approve]) {
+    for (const r of [list, run, approve, start]) {
       expect(r.code).toBe(4);
       expect(r.stderr).toMatch(/^stepd: cannot reach the database at postgres:\/\/someone:\*\*\*@127\.0\.0\.1:\d+\/test: .*ECONNREFUSED/);
       expect(r.stderr).not.toContain('secret');

@@ -5,7 +5,8 @@
  * reject buttons.
  */
 import { describe, expect, it } from 'vitest';
-import { buildStatusView, renderStatus } from '../../src/cli/statusView.js';
+import { buildStatusView } from '../../src/api/views/statusView.js';
+import { renderStatus } from '../../src/api/views/statusText.js';
 import { confirmEvent, type EventRows } from '../../src/cli/eventConfirmation.js';
 import { describeEvent } from '../../src/cli/follow.js';
 import { renderWorkflowLive } from '../../src/http/dashboard/workflowPage.js';

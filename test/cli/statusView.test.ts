@@ -1,8 +1,9 @@
 /** The status tree, from rows, without a database. */
 import { describe, expect, it } from 'vitest';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
-import { buildStatusView, renderStatus } from '../../src/cli/statusView.js';
-import { formatDuration } from '../../src/cli/format.js';
+import { buildStatusView } from '../../src/api/views/statusView.js';
+import { renderStatus } from '../../src/api/views/statusText.js';
+import { formatDuration } from '../../src/api/views/format.js';
 
 const t0 = new Date('2025-01-01T12:00:00.000Z');
 const at = (ms: number) => new Date(t0.getTime() + ms);

@@ -2,7 +2,8 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { StepRow, WorkflowRow } from '../../src/db/tables.js';
-import { buildStatusView, renderStatus } from '../../src/cli/statusView.js';
+import { buildStatusView } from '../../src/api/views/statusView.js';
+import { renderStatus } from '../../src/api/views/statusText.js';
 import { createTestSchema, startExecutor, waitForWorkflow } from '../helpers/db.js';
 import { EXAMPLES, envFor, jsonLines, runCli, spawnCli } from './helpers.js';
 

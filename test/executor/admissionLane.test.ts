@@ -4,8 +4,8 @@
  * stop waits for the one in flight.
  */
 import { describe, expect, it } from 'vitest';
-import type { Admission } from '../../src/executor/admission.js';
-import { AdmissionLane, type AdmissionLaneDeps } from '../../src/executor/admissionLane.js';
+import type { Admission } from '../../src/executor/admission/admission.js';
+import { AdmissionLane, type AdmissionLaneDeps } from '../../src/executor/admission/admissionLane.js';
 
 interface Pending {
   limit: number;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ADMIT_WAIT_MS, admissionPace } from '../../src/executor/admissionPace.js';
+import { ADMIT_WAIT_MS, admissionPace } from '../../src/executor/admission/admissionPace.js';
 
 describe('how much one admission takes', () => {
   it('takes a whole batch while no ready step waits, claiming first steps up to the free slots', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BatchPace } from '../../src/executor/batchPace.js';
-import { OutcomeLanes } from '../../src/executor/outcomeLanes.js';
+import { BatchPace } from '../../src/executor/core/batchPace.js';
+import { OutcomeLanes } from '../../src/executor/outcomes/outcomeLanes.js';
 
 const entry = (lane: string, n: number, user = 'u') => ({ input: { lane, user, stepId: `${lane}${n}` } });
 const ids = (es: { input: { stepId: string } }[]) => es.map((e) => e.input.stepId);

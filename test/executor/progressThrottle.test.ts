@@ -1,6 +1,6 @@
 /** Progress throttling: one write per interval, never two at once, the last value always written, nothing after close. */
 import { describe, expect, it } from 'vitest';
-import { ProgressThrottle, type Schedule } from '../../src/executor/progressThrottle.js';
+import { ProgressThrottle, type Schedule } from '../../src/executor/steps/progressThrottle.js';
 
 /** A clock and a timer queue the test moves by hand. */
 function manualTime() {

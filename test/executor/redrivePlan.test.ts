@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RedriveStepRow } from '../../src/db/queries.js';
-import { planRedrive } from '../../src/executor/redrivePlan.js';
+import { planRedrive } from '../../src/executor/transitions/redrivePlan.js';
 import { compileFlow } from '../../src/flow/validate.js';
 
 function flowOf(raw: unknown) {

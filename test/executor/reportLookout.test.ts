@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ReportLookout } from '../../src/executor/reportLookout.js';
+import { ReportLookout } from '../../src/executor/claims/reportLookout.js';
 
 describe('looking again for worker reports after claiming some', () => {
   beforeEach(() => void vi.useFakeTimers());

@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/logger.js';
-import { RunningTasks } from '../../src/executor/runningTasks.js';
-import { Slots } from '../../src/executor/slots.js';
+import { RunningTasks } from '../../src/executor/claims/runningTasks.js';
+import { Slots } from '../../src/executor/claims/slots.js';
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open: () => void = () => {};

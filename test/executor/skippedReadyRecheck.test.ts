@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FIRST_RECHECK_MS, SkippedReadyRecheck } from '../../src/executor/skippedReadyRecheck.js';
+import { FIRST_RECHECK_MS, SkippedReadyRecheck } from '../../src/executor/claims/skippedReadyRecheck.js';
 
 describe('readied steps a claim may have skipped', () => {
   it('looks again soon when a claim took fewer rows than were announced, backing off while the shortfall lasts', () => {

@@ -2,7 +2,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/db/queries.js';
-import { cleanProgress, stepProgressSink } from '../../src/executor/stepProgress.js';
+import { cleanProgress, stepProgressSink } from '../../src/executor/steps/stepProgress.js';
 
 /** A pool that records the values of each statement it is given. */
 function recordingPool() {

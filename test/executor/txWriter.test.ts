@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { NewStep, Queryable } from '../../src/db/queries.js';
-import { createClaims, Slots } from '../../src/executor/slots.js';
-import { TxWriter } from '../../src/executor/txWriter.js';
+import { createClaims, Slots } from '../../src/executor/claims/slots.js';
+import { TxWriter } from '../../src/executor/core/txWriter.js';
 
 /** Answers insertSteps with ascending ids; records nothing else. */
 function fakeDb(): Queryable {

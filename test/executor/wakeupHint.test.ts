@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseWakeup } from '../../src/executor/wakeupHint.js';
+import { parseWakeup } from '../../src/executor/wakeups/wakeupHint.js';
 
 const p = (fields: Record<string, unknown>) => JSON.stringify({ schema: 'stepd', ...fields });
 

@@ -14,7 +14,7 @@ import type { ExecutorMetrics } from '../../src/telemetry/executorMetrics.js';
 import { CoreTools } from '../../src/tools/builtins.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 import type { ToolProvider } from '../../src/tools/tool.js';
-import type { StepPolicy } from '../../src/executor/runStep.js';
+import type { StepPolicy } from '../../src/executor/steps/runStep.js';
 import type { LimitPolicy } from '../../src/tools/limits.js';
 import type { RatePolicy } from '../../src/tools/rates.js';
 import type { CapsConfig, ClientsConfig } from '../../src/configFile.js';

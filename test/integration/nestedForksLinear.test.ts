@@ -4,7 +4,7 @@
  * grows linearly with the depth. Statements are counted on the pg client, never timed.
  */
 import pg from 'pg';
-import { HEAVY_OUTCOME_STATEMENTS } from '../../src/executor/transactions.js';
+import { HEAVY_OUTCOME_STATEMENTS } from '../../src/executor/outcomes/transactions.js';
 import { describe, expect, it } from 'vitest';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { holdTools } from '../helpers/holdTools.js';

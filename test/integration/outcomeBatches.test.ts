@@ -1,5 +1,5 @@
 /**
- * The outcome batch on its own (src/executor/outcomeBatch.ts): many outcomes of one workflow
+ * The outcome batch on its own (src/executor/outcomes/outcomeBatch.ts): many outcomes of one workflow
  * recorded in one transaction, set-based, with the invariants of one-at-a-time recording —
  * a join created exactly once with its results in order, a forEach window moving by one item
  * per branch that ended, and nothing moving on below a fork that fails or after the workflow
@@ -10,9 +10,10 @@ import { createPool } from '../../src/db/connect.js';
 import { claimReadySteps } from '../../src/db/queries.js';
 import { resolveCaps } from '../../src/flow/caps.js';
 import { silentLogger } from '../../src/logger.js';
-import { admitWorkflows, finishSteps, type FinishInput, type TxDeps } from '../../src/executor/transactions.js';
-import type { Outcome } from '../../src/executor/advance.js';
-import { WorkflowCache } from '../../src/executor/workflowCache.js';
+import { admitWorkflows } from '../../src/executor/admission/admission.js';
+import { finishSteps, type FinishInput, type TxDeps } from '../../src/executor/outcomes/transactions.js';
+import type { Outcome } from '../../src/executor/transitions/advance.js';
+import { WorkflowCache } from '../../src/executor/core/workflowCache.js';
 import { createTestSchema, getSteps, getWorkflow, insertWorkflow, onCleanup, type TestSchema } from '../helpers/db.js';
 
 async function setUp(): Promise<{ t: TestSchema; deps: TxDeps }> {

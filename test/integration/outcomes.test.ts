@@ -6,8 +6,9 @@ import { createPool } from '../../src/db/connect.js';
 import { claimReadySteps } from '../../src/db/queries.js';
 import { resolveCaps } from '../../src/flow/caps.js';
 import { silentLogger } from '../../src/logger.js';
-import { admitWorkflows, finishSteps, type FinishInput, type TxDeps } from '../../src/executor/transactions.js';
-import { WorkflowCache } from '../../src/executor/workflowCache.js';
+import { admitWorkflows } from '../../src/executor/admission/admission.js';
+import { finishSteps, type FinishInput, type TxDeps } from '../../src/executor/outcomes/transactions.js';
+import { WorkflowCache } from '../../src/executor/core/workflowCache.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup } from '../helpers/db.js';
 
 describe('recording outcomes', () => {

@@ -18,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 import { findSqlDir, migrate } from '../../src/db/migrate.js';
 import { MigrationLockBusyError } from '../../src/db/migrationLock.js';
 import { bossSchemaName } from '../../src/schedules/bossSchema.js';
-import { ExecutorIdInUseError } from '../../src/executor/listener.js';
+import { ExecutorIdInUseError } from '../../src/executor/wakeups/listener.js';
 import {
   assertServing,
   createClientRole,

@@ -1,5 +1,5 @@
 /**
- * Redrive (sql/0009, src/executor/redrive*.ts) from a client's side: a redrive gives failed steps
+ * Redrive (sql/0009, src/executor/transitions/redrive*.ts) from a client's side: a redrive gives failed steps
  * new attempts as the workflow's own user, so it must never turn a refusal into a run. A workflow
  * refused at admission (permission_denied) is not redriven into running; a step refused a tool
  * (permission_denied) is refused again on its new attempt, the tool never called; the stamps a

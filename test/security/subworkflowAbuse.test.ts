@@ -1,5 +1,5 @@
 /**
- * Sub-workflows (sql/0011, src/executor/subWorkflows.ts) from an attacker's side: a registered flow
+ * Sub-workflows (sql/0011, src/executor/transitions/subWorkflows.ts) from an attacker's side: a registered flow
  * that starts itself stops at caps.subWorkflowDepth; a child runs with its parent's user and that
  * user's tool permissions whatever version of the child flow it starts (the check at start time is
  * not the only one); a client cannot graft a workflow under another's waiting step.

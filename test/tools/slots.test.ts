@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createClaims, Slots } from '../../src/executor/slots.js';
+import { createClaims, Slots } from '../../src/executor/claims/slots.js';
 
 describe('an executor’s tool slots', () => {
   it('counts held and reserved slots against the concurrency, never below zero', () => {

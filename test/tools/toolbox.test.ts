@@ -40,7 +40,7 @@ describe('the toolbox', () => {
     await toolbox.mcp.find((p) => p.prefix === 'kb')!.list();
     const report = await probeMcpServers(toolbox, silentLogger(), { timeoutMs: 500 });
     expect(report).toEqual([
-      { server: 'kb', ok: true, tools: 10 },
+      { server: 'kb', ok: true, tools: 11 },
       { server: 'hung', ok: false, error: 'no answer within 500 ms (still connecting)' },
     ]);
     pids.push(await waitFor(hung.pid, 'the hung server to start'));

@@ -8,7 +8,7 @@ import { tickKey } from '../../schedules/tickTime.js';
 import { jsonParam, type Queryable } from './common.js';
 import type { ScheduleRow } from './schedules.js';
 
-/** The executor's wake-up channel (src/executor/listener.ts). */
+/** The executor's wake-up channel (src/executor/wakeups/listener.ts). */
 const WAKEUP_CHANNEL = 'stepd_wakeup';
 
 export interface TickRecord {

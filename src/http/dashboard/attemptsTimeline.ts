@@ -7,7 +7,7 @@
  * the `html` tag.
  */
 import { rowState, type NodeState } from '../../flow/flowGraph.js';
-import { formatDuration } from '../../cli/format.js';
+import { formatDuration } from '../../api/views/format.js';
 import { html, type Html } from '../html.js';
 import { labelText } from './labelText.js';
 

@@ -15,7 +15,7 @@ import { OperationError, httpStatusFor } from '../../api/errors.js';
 import type { HttpEnv } from '../auth.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
-import { utc } from './listPage.js';
+import { utc } from '../../api/views/format.js';
 import type { DashboardDeps } from './pages.js';
 import { pageContext, sendHtml } from './respond.js';
 

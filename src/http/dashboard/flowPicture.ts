@@ -5,7 +5,7 @@
  * browser. Big flows and long histories are cut (MAX_GRAPH_NODES steps, MAX_TIMELINE_ROWS rows)
  * and the page says so.
  */
-import type { StepView } from '../../cli/statusView.js';
+import type { StepView } from '../../api/views/statusView.js';
 import { MAX_GRAPH_NODES, flowGraph, type GraphRow, type NodeState } from '../../flow/flowGraph.js';
 import { compileFlow } from '../../flow/validate.js';
 import { html, type Html } from '../html.js';

@@ -5,9 +5,9 @@
  */
 import type { CapacityGauges } from '../../db/queries/capacity.js';
 import { capacityPanel } from './capacityPanel.js';
-import type { WorkflowSummaryView } from '../../api/views.js';
+import type { WorkflowSummaryView } from '../../api/views/workflowSummary.js';
 import type { NestedRow } from './nestSubWorkflows.js';
-import { formatDuration, formatError } from '../../cli/format.js';
+import { formatDuration, formatError, utc } from '../../api/views/format.js';
 import type { WorkflowStatus } from '../../db/tables.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
@@ -86,11 +86,6 @@ function moreHref(f: ListFilters): string {
   if (f.until) q.set('until', f.until);
   q.set('limit', String(Math.min(1000, f.limit * 4)));
   return `/?${q.toString()}`;
-}
-
-/** `2026-11-25 10:42:07` in UTC. */
-export function utc(iso: string | null): string {
-  return iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, '').replace(/Z$/, '') : '';
 }
 
 function cut(text: string, max: number): string {

@@ -4,7 +4,7 @@
  * child whose parent is not among the rows (more than the limit were read) goes under its
  * nearest listed ancestor, or is left out. Pure.
  */
-import type { WorkflowSummaryView } from '../../api/views.js';
+import type { WorkflowSummaryView } from '../../api/views/workflowSummary.js';
 
 export interface NestedRow extends WorkflowSummaryView {
   /** 0 for a top-level workflow, 1 for its children, and so on. */

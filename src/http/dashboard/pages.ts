@@ -6,7 +6,7 @@ import type { Hono } from 'hono';
 import type { Kysely } from 'kysely';
 import { OperationError } from '../../api/errors.js';
 import { toOperationError, type Operations, type WorkflowDetails } from '../../api/operations.js';
-import { toWorkflowSummary } from '../../api/views.js';
+import { toWorkflowSummary } from '../../api/views/workflowSummary.js';
 import { listWorkflows } from '../../db/reads.js';
 import { nestSubWorkflows } from './nestSubWorkflows.js';
 import type { Database, WorkflowStatus } from '../../db/tables.js';

@@ -1,12 +1,13 @@
 /**
  * A workflow's step rows as nested HTML lists: the same tree as `stepd status` (buildTree in
- * src/cli/statusView.ts): fan-out rows under their fork, grouped by branch or item, every attempt
+ * src/api/views/statusText.ts): fan-out rows under their fork, grouped by branch or item, every attempt
  * its own row; arguments, results and errors folded in <details> (each with a stable key so a
  * live refresh keeps it open).
  */
-import { buildTree, describeStep, isGate, type StepNode, type StepView } from '../../cli/statusView.js';
-import { signalWaitText } from '../../cli/signalWait.js';
-import { compactJson, formatDuration, formatError } from '../../cli/format.js';
+import { isGate, type StepView } from '../../api/views/statusView.js';
+import { buildTree, describeStep, type StepNode } from '../../api/views/statusText.js';
+import { signalWaitText } from '../../api/views/signalWait.js';
+import { compactJson, formatDuration, formatError } from '../../api/views/format.js';
 import { html, prettyJson, type Html } from '../html.js';
 import { describeUsage } from '../../usage/stepUsage.js';
 

@@ -6,12 +6,12 @@
 import { describeUsage } from '../../usage/stepUsage.js';
 import { mayApprove } from '../../api/flowAccess.js';
 import type { WaitingGate, WaitingSignal, WorkflowDetails } from '../../api/operations.js';
-import { signalWaitText } from '../../cli/signalWait.js';
-import type { StepView } from '../../cli/statusView.js';
-import { formatDuration, formatError } from '../../cli/format.js';
+import { signalWaitText } from '../../api/views/signalWait.js';
+import type { StepView } from '../../api/views/statusView.js';
+import { formatDuration, formatError } from '../../api/views/format.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
-import { utc } from './listPage.js';
+import { utc } from '../../api/views/format.js';
 import { folded, renderStepTree } from './stepTree.js';
 import { renderFlowPictureOf } from './flowPicture.js';
 import { forkForm } from './dayTwoActions.js';

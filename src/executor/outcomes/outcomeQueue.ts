@@ -1,0 +1,241 @@
+/**
+ * Finished steps wait here for their outcome to be recorded; one drain at a time takes the
+ * outcomes waiting and records them in one transaction, so under load many steps share a commit.
+ * A batch is taken round-robin across roles and sized to take about 100 ms (outcomeLanes.ts), so
+ * one role's heavy outcomes never keep another's waiting for long.
+ *
+ * When the database is unreachable the batch is kept and retried with backoff for as long as it
+ * takes (outcomes finishing meanwhile join it): a restart or an outage loses no outcome. Each
+ * finish is fenced by `status = 'running' AND executor_id`, so retrying a batch whose COMMIT
+ * went through but whose answer was lost records nothing twice. A row another transaction holds
+ * never counts as a failure: the outcome waits in the alone lane for as long as it is held, and
+ * keeps its step's lease meanwhile (stepIds(): the watchdog leaves steps whose outcome waits
+ * here). Other failures are retried a few times; after that the step's lease runs out and the
+ * watchdog retries it.
+ */
+import type { Logger } from '../../logger.js';
+import type { ExecutorMetrics } from '../../telemetry/executorMetrics.js';
+import { isLockNotAvailable } from '../../errors.js';
+import { backoffMs } from '../core/dbOutage.js';
+import { BatchPace } from '../core/batchPace.js';
+import { OutcomeLanes } from './outcomeLanes.js';
+import type { FinishInput, TxResult } from './transactions.js';
+
+export interface OutcomeQueueOptions {
+  record: (inputs: FinishInput[]) => Promise<TxResult>;
+  onResult: (result: TxResult) => void;
+  /** Told of each failure; returns true for a lost connection (kept and retried without limit). */
+  onFailure?: (err: unknown) => boolean;
+  /** Told after each batch that was recorded. */
+  onRecorded?: () => void;
+  log: Logger;
+  /** Told how long each recording transaction took and how many outcomes it recorded. */
+  metrics?: ExecutorMetrics;
+  maxBatch?: number;
+  /** Attempts for failures other than a lost connection. */
+  maxAttempts?: number;
+  /**
+   * The lane for outcomes a batch handed back (TxResult.deferred: a workflow or step row locked
+   * elsewhere, or heavy to settle): one workflow per transaction, beside the main drain, so they never hold
+   * the other outcomes behind them. Set only on the queue the main one creates for them.
+   */
+  alone?: boolean;
+}
+
+const NOTHING = (): void => {};
+
+/** What one recording transaction should take, roughly (BatchPace). */
+const OUTCOME_BATCH_TARGET_MS = 100;
+
+/** How long the alone lane pauses before asking again for a row held elsewhere, when nothing else waits. */
+const HELD_RETRY_MS = 250;
+
+interface Entry {
+  input: FinishInput;
+  resolve: () => void;
+}
+
+export class OutcomeQueue {
+  private readonly pending: Entry[] = [];
+  private batch: Entry[] = [];
+  private draining: Promise<void> | undefined;
+  /** Settles when the batch being recorded does; cleared as soon as it has (never while retrying). */
+  private recording: Promise<void> | undefined;
+  private gate: Promise<void> | undefined;
+  private abandoned = false;
+  private stopWaiting: (() => void) | undefined;
+  /** Where deferred outcomes go (see OutcomeQueueOptions.alone). */
+  private readonly side: OutcomeQueue | undefined;
+  private readonly pace: BatchPace;
+  private readonly lanes = new OutcomeLanes();
+
+  constructor(private readonly opts: OutcomeQueueOptions) {
+    this.side = opts.alone ? undefined : new OutcomeQueue({ ...opts, alone: true });
+    this.pace = new BatchPace(opts.maxBatch ?? 500, OUTCOME_BATCH_TARGET_MS);
+  }
+
+  /** Outcomes waiting for their turn (not counting the batch being recorded), deferred ones included. */
+  get size(): number {
+    return this.pending.length + (this.side?.unrecorded ?? 0);
+  }
+
+  /** Outcomes not recorded yet, the batch being recorded included. */
+  get unrecorded(): number {
+    return this.pending.length + this.batch.length + (this.side?.unrecorded ?? 0);
+  }
+
+  /** The steps whose outcome is not recorded yet: still `running` in the database, but done here (they keep their lease). */
+  stepIds(): Set<string> {
+    return new Set([...this.batch, ...this.pending].map((e) => e.input.stepId).concat([...(this.side?.stepIds() ?? [])]));
+  }
+
+  /** Resolves once the outcome is recorded (or given up on). Never rejects. */
+  push(input: FinishInput): Promise<void> {
+    return new Promise((resolve) => this.add(input, resolve));
+  }
+
+  /** Queues an outcome; `recorded` is called once it is recorded (or given up on). */
+  add(input: FinishInput, recorded: () => void = NOTHING): void {
+    if (this.abandoned) {
+      this.opts.log.warn({ stepId: input.stepId }, 'outcome not recorded: the executor is stopping; the watchdog will retry the step');
+      return recorded();
+    }
+    this.pending.push({ input, resolve: recorded });
+    this.draining ??= this.drain().finally(() => (this.draining = undefined));
+  }
+
+  /** Waits until everything pushed so far is recorded (or given up on). */
+  async idle(): Promise<void> {
+    while (this.draining || this.side?.draining) {
+      await this.draining;
+      await this.side?.idle();
+    }
+  }
+
+  /**
+   * Runs `fn` while no batch is being recorded and none starts: what `fn` reads of this
+   * executor's running steps is then not changed under it by a recording transaction.
+   */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    // The alone lane is not waited for: its transactions claim no steps (see executor.ts), and a
+    // long one there (a heavy settle, a workflow locked elsewhere) must not hold this back.
+    while (this.gate) await this.gate;
+    let open: () => void = () => {};
+    this.gate = new Promise((r) => (open = r));
+    try {
+      while (this.recording) await this.recording;
+      return await fn();
+    } finally {
+      this.gate = undefined;
+      open();
+    }
+  }
+
+  /** Stops retrying (shutdown with the database away): what is left is the watchdog's to retry. */
+  abandon(): void {
+    this.side?.abandon();
+    this.abandoned = true;
+    this.stopWaiting?.();
+  }
+
+  private async drain(): Promise<void> {
+    const maxBatch = this.opts.maxBatch ?? 500;
+    const maxAttempts = this.opts.maxAttempts ?? 5;
+    // Let outcomes finishing in the same tick join the first batch.
+    await new Promise((r) => setImmediate(r));
+    while (this.pending.length > 0) {
+      this.batch = this.opts.alone ? this.takeOneWorkflow(maxBatch) : this.lanes.take(this.pending, this.pace.size());
+      let deferred = new Map<string, FinishInput>();
+      let failures = 0;
+      let lostConnections = 0;
+      let heldElsewhere = false;
+      while (!this.abandoned) {
+        while (this.gate) await this.gate;
+        const recordStart = performance.now();
+        const recording = this.opts.record(this.batch.map((b) => b.input));
+        this.recording = recording.then(
+          () => {},
+          () => {},
+        );
+        try {
+          const result = await recording;
+          this.recording = undefined;
+          this.opts.metrics?.outcomesRecorded((performance.now() - recordStart) / 1000, result.recorded.size);
+          this.pace.recorded(this.batch.length, performance.now() - recordStart);
+          this.opts.onRecorded?.();
+          this.opts.onResult(result);
+          deferred = new Map((result.deferred ?? []).map((d) => [d.stepId, d]));
+          break;
+        } catch (err) {
+          this.recording = undefined;
+          const ids = this.batch.map((b) => b.input.stepId);
+          if (this.opts.alone && isLockNotAvailable(err)) {
+            // Its workflow's row is held elsewhere: the other workflows waiting here go first.
+            this.opts.log.debug({ stepIds: ids }, 'workflow row held by another transaction; recording these outcomes after the others');
+            heldElsewhere = true;
+            break;
+          }
+          if (this.opts.onFailure?.(err)) {
+            // The database is away: keep the batch (outcomes finishing meanwhile join it) and wait.
+            lostConnections++;
+            this.opts.log.debug({ stepIds: ids, attempt: lostConnections }, 'outcomes not recorded yet: database unreachable; retrying');
+            if (this.batch.length < maxBatch) this.batch.push(...this.pending.splice(0, maxBatch - this.batch.length));
+            await this.wait(backoffMs(lostConnections));
+            continue;
+          }
+          if (++failures >= maxAttempts) {
+            this.opts.log.error({ err, stepIds: ids }, 'could not record step outcomes; the watchdog will retry the steps');
+            break;
+          }
+          this.opts.log.warn({ err, stepIds: ids, attempt: failures }, 'recording step outcomes failed; retrying');
+          await this.wait(50 * 2 ** failures);
+        }
+      }
+      if (heldElsewhere && !this.abandoned) {
+        const again = this.batch;
+        this.batch = [];
+        this.pending.push(...again);
+        // Nothing else waits: pause before asking for the row again.
+        if (this.pending.length === again.length) await this.wait(HELD_RETRY_MS);
+        continue;
+      }
+      if (this.abandoned && this.batch.length + this.pending.length > 0) {
+        this.opts.log.warn(
+          { stepIds: [...this.batch, ...this.pending].map((b) => b.input.stepId) },
+          'outcomes not recorded before stopping; the watchdog will retry their steps',
+        );
+        this.batch.push(...this.pending.splice(0));
+      }
+      const done = this.batch;
+      this.batch = [];
+      for (const b of done) {
+        const later = deferred.get(b.input.stepId);
+        if (later && this.side) void this.side.push(later).then(b.resolve);
+        else b.resolve();
+      }
+    }
+  }
+
+  /** The next outcomes of the oldest waiting workflow (the alone lane records one workflow at a time). */
+  private takeOneWorkflow(max: number): Entry[] {
+    const workflowId = this.pending[0]!.input.workflowId;
+    const taken: Entry[] = [];
+    for (let i = 0; i < this.pending.length && taken.length < max; ) {
+      if (this.pending[i]!.input.workflowId === workflowId) taken.push(...this.pending.splice(i, 1));
+      else i++;
+    }
+    return taken;
+  }
+
+  /** Waits `ms`, or less if the queue is abandoned meanwhile. */
+  private wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(finish, ms);
+      function finish() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.stopWaiting = finish;
+    });
+  }
+}
