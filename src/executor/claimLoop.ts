@@ -16,6 +16,7 @@ import type { AdmissionLane } from './admission/admissionLane.js';
 import { claimSteps, newFairClaimState, type ClaimDeps } from './claims/claimSteps.js';
 import type { RunningTasks } from './claims/runningTasks.js';
 import type { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
+import type { ReportLookout } from './claims/reportLookout.js';
 import type { Slots } from './claims/slots.js';
 import { backoffMs, type DatabaseOutage } from './core/dbOutage.js';
 import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
@@ -56,6 +57,8 @@ export interface ClaimLoopDeps {
   outage: DatabaseOutage;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   recheck: SkippedReadyRecheck;
+  /** Looks again soon after claiming reported worker steps (their reports skip NOTIFYs while one waits). */
+  reportLookout: ReportLookout;
   stopping: () => boolean;
   /** Runs a transaction that may claim the steps it creates (executor.ts, runWithCreateClaims). */
   withCreateClaims: <T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots?: number) => Promise<T>;
@@ -147,6 +150,7 @@ export class ClaimLoop {
     else this.recheckSkipped(claim.rows.length);
     for (const id of claim.cancelledRunning) this.deps.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.deps.tasks.start(row);
+    this.deps.reportLookout.claimed(claim.rows);
     return claim.rows.length;
   }
 
@@ -168,6 +172,7 @@ export class ClaimLoop {
     if (claim.retryInMs !== undefined) this.deps.wakeIn(claim.retryInMs);
     for (const id of claim.cancelledRunning) this.deps.running.abort(id, new StepError('cancelled', 'step was cancelled'));
     for (const row of claim.rows) this.deps.tasks.start(row, claim.fair);
+    this.deps.reportLookout.claimed(claim.rows);
     return claim.rows.length;
   }
 

@@ -38,6 +38,7 @@ import { createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type Execut
 import { ClaimLoop, type LoopFlags } from './claimLoop.js';
 import { Waker } from './wakeups/waker.js';
 import { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
+import { ReportLookout } from './claims/reportLookout.js';
 import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './supervision/watchdog.js';
 import { WorkflowCache } from './core/workflowCache.js';
@@ -76,6 +77,8 @@ export class Executor {
   private readonly waker: Waker;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
+  /** Looks again soon after claiming reported worker steps (their reports skip NOTIFYs while one waits). */
+  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;
   private stopping = false;
@@ -187,9 +190,9 @@ export class Executor {
       outage: this.outage,
       onPresumedDead: () => void abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running).catch(() => {}),
     });
-    const { flags, waker, admission, slots, running, tasks, outcomes, outage, recheck } = this;
+    const { flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout } = this;
     this.claimLoop = new ClaimLoop({
-      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck,
+      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout,
       stopping: () => this.stopping,
       withCreateClaims: (fn, maxSlots) => this.withCreateClaims(fn, maxSlots),
       handleTx: (r) => this.handleTx(r),
@@ -328,6 +331,7 @@ export class Executor {
     this.stopping = true;
     this.flags.moreReady = true;
     this.waker.close();
+    this.reportLookout.close();
     this.admission.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;

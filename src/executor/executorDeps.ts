@@ -21,6 +21,7 @@ import { createClaims, type CreateClaims, type Slots } from './claims/slots.js';
 import { stepProgressSink } from './steps/stepProgress.js';
 import { runClaimedSubWorkflowStep } from './transitions/subWorkflows.js';
 import type { TxDeps } from './outcomes/transactions.js';
+import { WorkerHandOffs } from './steps/workerHandOffs.js';
 import { runWorkerTaskStep } from './steps/workerTaskStep.js';
 import type { WorkflowCache } from './core/workflowCache.js';
 
@@ -77,12 +78,13 @@ export function runStepDepsOf(c: ExecutorCore): RunStepDeps {
   const { pool, opts, deps } = c;
   const progressDeps = { pool, executorId: opts.executorId, schema: opts.schema, emitEvents: opts.emitEvents, log: deps.log };
   const subDeps = { pool, executorId: opts.executorId, schema: opts.schema, log: deps.log, caps: c.cache.compiler.caps };
+  const workerDeps = { log: deps.log, handOffs: new WorkerHandOffs({ db: pool, executorId: opts.executorId, schema: opts.schema }), ...(deps.permissions ? { permissions: deps.permissions } : {}) };
   return {
     ...deps,
     progress: (row) => stepProgressSink(progressDeps, row),
     subWorkflow: (row, step) => runClaimedSubWorkflowStep(subDeps, row, step),
     costBudget: (row) => checkCostBudget({ pool, llm: deps.llm }, row),
-    workerTask: (row, step, served) => runWorkerTaskStep({ ...subDeps, ...(deps.permissions ? { permissions: deps.permissions } : {}) }, row, step, served),
+    workerTask: (row, step, served) => runWorkerTaskStep(workerDeps, row, step, served),
   };
 }
 

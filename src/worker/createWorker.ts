@@ -46,7 +46,7 @@ export interface WorkerOptions<Args extends Record<string, unknown> = Record<str
   shutdownGraceMs?: number;
   /** Stop gracefully on the first SIGTERM/SIGINT, exit at once on a second (default false). */
   handleSignals?: boolean;
-  /** Connections to the database (default: concurrency + 1, at most 10). */
+  /** Connections for reports and heartbeats (default: concurrency + 1, at most 10); takes have one more of their own. */
   poolSize?: number;
   /** A pino logger (default: JSON lines on stderr at $STEPD_LOG_LEVEL, else "info"). */
   logger?: Logger;
@@ -77,6 +77,8 @@ class TaskWorker implements Worker {
   readonly #tools: ReadonlyMap<string, FunctionTool<unknown, unknown>>;
   readonly #log: Logger;
   readonly #pool: pg.Pool;
+  /** The takes' own connection: a take never waits behind the reports and heartbeats for one. */
+  readonly #takePool: pg.Pool;
   readonly #waker: Waker;
   readonly #wakeups: TaskWakeups;
   /** Tasks taken and not reported yet (their tool running, or their report on its way). */
@@ -101,15 +103,14 @@ class TaskWorker implements Worker {
     this.#opts = { ...DEFAULTS, ...options, concurrency, schema, leaseMs, heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)) };
     this.#tools = new Map(Object.entries(options.tools));
     this.#log = (options.logger ?? createLogger({ name: 'stepd-worker' })).child({ worker: `${os.hostname()}:${process.pid}` });
-    this.#pool = new pg.Pool({
-      connectionString: options.databaseUrl,
-      max: options.poolSize ?? Math.min(10, concurrency + 1),
-      application_name: `stepd-worker:${process.pid}`,
-      keepAlive: true,
-      connectionTimeoutMillis: 10_000,
-    });
-    // A connection lost while idle must not kill the process: the next call gets a new one.
-    this.#pool.on('error', (err) => this.#log.debug({ err }, 'an idle database connection was lost'));
+    const poolOf = (max: number) => {
+      const pool = new pg.Pool({ connectionString: options.databaseUrl, max, application_name: `stepd-worker:${process.pid}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+      // A connection lost while idle must not kill the process: the next call gets a new one.
+      pool.on('error', (err) => this.#log.debug({ err }, 'an idle database connection was lost'));
+      return pool;
+    };
+    this.#pool = poolOf(options.poolSize ?? Math.min(10, concurrency + 1));
+    this.#takePool = poolOf(1);
     this.#waker = new Waker({ pollIntervalMs: this.#opts.pollIntervalMs, onTimer: () => {} });
     this.#wakeups = new TaskWakeups({
       url: options.databaseUrl,
@@ -154,7 +155,7 @@ class TaskWorker implements Worker {
     }
     clearTimeout(timer);
     await this.#wakeups.close();
-    await this.#pool.end().catch(() => {});
+    await Promise.all([this.#pool.end().catch(() => {}), this.#takePool.end().catch(() => {})]);
     this.#markReady();
     this.#log.info({}, 'worker stopped');
   }
@@ -171,7 +172,7 @@ class TaskWorker implements Worker {
         const takenAt = Date.now();
         let tasks: WorkerTask[];
         try {
-          tasks = await takeTasks(this.#pool, this.#opts.schema, { tools: names, max: free, leaseMs: this.#opts.leaseMs });
+          tasks = await takeTasks(this.#takePool, this.#opts.schema, { tools: names, max: free, leaseMs: this.#opts.leaseMs });
         } catch (err) {
           if (errors++ === 0) this.#log.warn({ err }, 'could not take tasks; trying again with back-off');
           await this.#waker.wait(backoffMs(errors, 5_000));

@@ -11,28 +11,33 @@ import { STEP_EXECUTOR_ALIVE } from './executors.js';
 export const TASKS_CHANNEL = 'stepd_tasks';
 
 /**
- * Hands a step this executor claimed to the workers: `pending` with its timeout, no owner, no
- * lease, only while it is still `running` here and has not been handed before. NOTIFYs
- * `stepd_tasks` ({schema, tool}) in the same statement. Returns whether the row was handed.
+ * Hands steps this executor claimed to the workers, in one statement: each `pending` with its
+ * timeout, no owner, no lease, only while it is still `running` here and has not been handed
+ * before. NOTIFYs `stepd_tasks` ({schema, tool}) once per tool in the same statement: one
+ * notifying commit per batch, not per step (such commits run one at a time server-wide).
+ * Returns the ids that were handed.
  */
-export async function handStepToWorkersIfRunning(
+export async function handStepsToWorkersIfRunning(
   db: Queryable,
-  h: { id: string; executorId: string; timeoutMs: number; schema: string },
-): Promise<boolean> {
-  const { rows } = await db.query<{ handed: boolean }>({
-    name: 'stepd_hand_step_to_workers_if_running',
+  h: { executorId: string; schema: string; steps: readonly { id: string; timeoutMs: number }[] },
+): Promise<Set<string>> {
+  const steps = [...h.steps].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+  const { rows } = await db.query<{ id: string }>({
+    name: 'stepd_hand_steps_to_workers_if_running',
     text: `WITH handed AS (
-             UPDATE workflow_steps
-                SET status = 'pending', executor_id = NULL, lease_until = NULL, started_at = NULL, ready_at = coalesce(ready_at, now()),
-                    task_timeout_ms = $3, updated_at = now()
-              WHERE id = $1 AND status = 'running' AND executor_id = $2 AND task_timeout_ms IS NULL
-             RETURNING id, tool),
+             UPDATE workflow_steps s
+                SET status = 'pending', executor_id = NULL, lease_until = NULL, started_at = NULL, ready_at = coalesce(s.ready_at, now()),
+                    task_timeout_ms = h.timeout_ms, updated_at = now()
+               FROM unnest($1::bigint[], $2::int[]) AS h(id, timeout_ms)
+              WHERE s.id = h.id AND s.status = 'running' AND s.executor_id = $3 AND s.task_timeout_ms IS NULL
+             RETURNING s.id, s.tool),
            woken AS (
-             SELECT count(pg_notify('${TASKS_CHANNEL}', json_build_object('schema', $4::text, 'tool', h.tool)::text)) AS n FROM handed h)
-           SELECT EXISTS (SELECT 1 FROM handed) AS handed, (SELECT n FROM woken) AS woken`,
-    values: [h.id, h.executorId, h.timeoutMs, h.schema],
+             SELECT count(pg_notify('${TASKS_CHANNEL}', json_build_object('schema', $4::text, 'tool', t.tool)::text)) AS n
+               FROM (SELECT DISTINCT tool FROM handed) t)
+           SELECT h.id::text AS id FROM handed h WHERE (SELECT n FROM woken) >= 0`,
+    values: [steps.map((s) => s.id), steps.map((s) => s.timeoutMs), h.executorId, h.schema],
   });
-  return rows[0]?.handed === true;
+  return new Set(rows.map((r) => String(r.id)));
 }
 
 /**

@@ -8,6 +8,7 @@
  * - slots.ts — tool slots, reservations, claim on create; runningTasks.ts — the steps running
  *   here and the prefetched ones waiting for a slot.
  * - skippedReadyRecheck.ts — a second look for ready steps a claim skipped.
+ * - reportLookout.ts — further looks after a claim that took reported worker steps.
  *
  * This file is the folder's map and exports nothing: import the files themselves.
  */

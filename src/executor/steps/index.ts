@@ -6,6 +6,7 @@
  * - stepTasks.ts — each claimed step as its own task, with its metrics and trace span.
  * - runStep.ts — one tool call (templates, permissions, timeout); every failure an outcome.
  * - workerTaskStep.ts — the hand-off of a step to the workers (src/workers/).
+ * - workerHandOffs.ts — a claim's worker steps handed over in one statement.
  * - gateReadying.ts — a readying that may not stand; costBudget.ts — model cost budgets.
  * - stepProgress.ts, progressThrottle.ts — progress reports of a running step.
  *

@@ -7,20 +7,18 @@
  * its claim records that as the step's outcome, as a readied gate's claim does: retries,
  * `onError`, transitions and the fence are the executor's as for any step.
  */
-import type pg from 'pg';
 import type { ClaimedStep } from '../../db/queries.js';
-import { handStepToWorkersIfRunning } from '../../db/queries.js';
 import { StepError, type ErrorData } from '../../errors.js';
 import type { CompiledStep } from '../../flow/compiled.js';
 import type { Logger } from '../../logger.js';
 import type { Outcome } from '../transitions/advance.js';
 import type { StepPolicy } from './runStep.js';
+import type { WorkerHandOffs } from './workerHandOffs.js';
 
 export interface WorkerTaskDeps {
-  pool: pg.Pool;
-  executorId: string;
-  schema: string;
   log: Logger;
+  /** The executor's hand-off batches (one statement for the steps of a claim). */
+  handOffs: WorkerHandOffs;
   permissions?: StepPolicy;
 }
 
@@ -49,7 +47,7 @@ export async function runWorkerTaskStep(deps: WorkerTaskDeps, row: ClaimedStep, 
     throw new StepError('step_mismatch', `step "${row.name}" row names tool "${row.tool}" but the flow says "${tool}"; refusing to run it`);
   }
   deps.permissions?.check(row.created_by, tool);
-  const handed = await handStepToWorkersIfRunning(deps.pool, { id: row.id, executorId: deps.executorId, timeoutMs: workerTaskTimeoutMs(step, served), schema: deps.schema });
+  const handed = await deps.handOffs.hand(row.id, workerTaskTimeoutMs(step, served));
   if (!handed) deps.log.warn({ workflowId: row.workflow_id, stepId: row.id }, 'worker step no longer running here; not handed to the workers');
   return undefined;
 }
