@@ -8,15 +8,12 @@ import type { Caps } from './caps.js';
 import {
   DEFAULT_FOREACH_CONCURRENCY,
   DEFAULT_MAX_STEPS,
-  DEFAULT_RETRY,
-  DEFAULT_STEP_TIMEOUT_MS,
   type CompiledFlow,
   type CompiledStep,
-  type RetryPolicy,
   type StepKind,
   type Transition,
 } from './compiled.js';
-import { parseDuration } from './duration.js';
+import { compileApproval, compileRetryAndTimeout, compileWait, durationMs } from './stepPolicies.js';
 import { SchemaCompiler } from './jsonSchema.js';
 import { parseFlowShape, type FlowIssue, type FlowSpec, type StepSpec } from './spec.js';
 import { templateRefs, type TemplateRef } from './templates.js';
@@ -106,21 +103,6 @@ function applyCaps(flow: CompiledFlow, caps: Readonly<Caps>, issues: FlowIssue[]
     if (Array.isArray(t.items) && t.items.length > caps.forEachItems) {
       issues.push({ path: `${at}.items`, message: `${t.items.length} items are above the operator's cap caps.forEachItems (${caps.forEachItems})` });
     }
-  }
-}
-
-/** 100 years: longer is a mistake, and timestamps that far out are past what a JS Date can hold. */
-const MAX_DURATION_MS = 100 * 365 * 86_400_000;
-
-function durationMs(value: string | number | undefined, path: string, issues: FlowIssue[]): number | undefined {
-  if (value === undefined) return undefined;
-  try {
-    const ms = parseDuration(value);
-    if (ms > MAX_DURATION_MS) throw new Error(`invalid duration ${JSON.stringify(value)}: longer than 100 years`);
-    return ms;
-  } catch (err) {
-    issues.push({ path, message: (err as Error).message });
-    return undefined;
   }
 }
 
@@ -269,37 +251,9 @@ function buildStep(name: string, s: StepSpec, ctx: BuildContext): CompiledStep |
   }
 
   // Policies.
-  const retry: RetryPolicy = { ...DEFAULT_RETRY };
-  if (s.retry) {
-    if (s.retry.maxAttempts !== undefined) retry.maxAttempts = s.retry.maxAttempts;
-    if (s.retry.maxLost !== undefined) retry.maxLost = s.retry.maxLost;
-    if (s.retry.multiplier !== undefined) retry.multiplier = s.retry.multiplier;
-    if (s.retry.jitter !== undefined) retry.jitter = s.retry.jitter;
-    retry.initialMs = durationMs(s.retry.initial, `${at}.retry.initial`, issues) ?? retry.initialMs;
-    retry.maxMs = durationMs(s.retry.max, `${at}.retry.max`, issues) ?? retry.maxMs;
-  }
-  const timeoutMs = durationMs(s.timeout, `${at}.timeout`, issues) ?? DEFAULT_STEP_TIMEOUT_MS;
-  if (timeoutMs <= 0) issues.push({ path: `${at}.timeout`, message: 'timeout must be greater than zero' });
-
-  let approval: CompiledStep['approval'];
-  if (kind === 'gate') {
-    const a = s.approval === true || s.approval === undefined ? {} : s.approval;
-    approval = { onTimeout: a.onTimeout ?? 'fail' };
-    const t = durationMs(a.timeout, `${at}.approval.timeout`, issues);
-    if (t !== undefined) approval.timeoutMs = t;
-    if (a.message !== undefined) approval.message = a.message;
-    if (a.approvers !== undefined) approval.approvers = a.approvers;
-    if (a.schema !== undefined) {
-      const c = ctx.schemas.compile(a.schema);
-      if (c.ok) approval.schema = c.check;
-      else issues.push({ path: `${at}.approval.schema`, message: c.message });
-    }
-  }
-  let wait: CompiledStep['wait'];
-  if (s.wait !== undefined) {
-    if (typeof s.wait === 'object') wait = { until: s.wait.until };
-    else wait = typeof s.wait === 'string' && s.wait.includes('{{') ? { duration: s.wait } : { ms: durationMs(s.wait, `${at}.wait`, issues) ?? 0 };
-  }
+  const { retry, timeoutMs } = compileRetryAndTimeout(s, at, issues);
+  const approval = kind === 'gate' ? compileApproval(s, at, ctx.schemas, issues) : undefined;
+  const wait = compileWait(s, at, issues);
 
   // Templates and conditions.
   const stepRefs = new Set<string>(fork.stepRefs);
