@@ -36,6 +36,7 @@ export function renderWorkflowLive(ctx: PageContext, details: WorkflowDetails, n
   <dt>status</dt><dd class="status s-${wf.status}" id="workflow-status">${wf.status}</dd>
   <dt>user</dt><dd>${wf.createdBy ?? ''}</dd>
   ${wf.key ? html`<dt>key</dt><dd>${wf.key}</dd>` : ''}
+  ${wf.forkedFrom ? html`<dt>forked from</dt><dd id="workflow-forked-from"><a href="/workflows/${wf.forkedFrom.workflowId}">workflow ${wf.forkedFrom.workflowId}</a>${wf.forkedFrom.fromStep === null ? ' (from its start)' : html` at step ${wf.forkedFrom.fromStep}`}</dd>` : ''}
   <dt>created (UTC)</dt><dd><time datetime="${wf.createdAt}">${utc(wf.createdAt)}</time></dd>
   ${wf.startedAt ? html`<dt>started</dt><dd><time datetime="${wf.startedAt}">${utc(wf.startedAt)}</time></dd>` : ''}
   ${wf.completedAt ? html`<dt>finished</dt><dd><time datetime="${wf.completedAt}">${utc(wf.completedAt)}</time></dd>` : ''}
