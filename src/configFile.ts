@@ -157,6 +157,11 @@ interface Issue {
  * Every value a `${VAR}` expanded to is added to `secrets` (when given), so it can be redacted.
  */
 export async function loadConfigFile(path: string, env: Env = process.env, secrets?: Secrets): Promise<StepdFileConfig> {
+  return parseConfigFile(await readConfigJson(path), env, path, secrets);
+}
+
+/** A config file's JSON as it is written (`${VAR}`s not expanded); ConfigError when it is missing, unreadable or not JSON. */
+export async function readConfigJson(path: string): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -165,13 +170,11 @@ export async function loadConfigFile(path: string, env: Env = process.env, secre
     const reason = code === 'ENOENT' ? 'does not exist' : `cannot be read (${(err as Error).message})`;
     throw new ConfigError(`config file ${path} ${reason}`);
   }
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text);
   } catch (err) {
     throw new ConfigError(`config file ${path} is not valid JSON: ${(err as Error).message}`);
   }
-  return parseConfigFile(json, env, path, secrets);
 }
 
 /**

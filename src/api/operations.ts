@@ -8,21 +8,17 @@
  * all call (config `permissions`), and may approve or reject a gate only when its
  * `approval.approvers` (if any) name them. Errors are OperationErrors with the CLI's wording.
  */
-import type { Kysely } from 'kysely';
-import type pg from 'pg';
 import { buildStatusViewWithChildren } from './views/subWorkflowTree.js';
 import { missingFlowMessage } from './missingFlowMessage.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
-import type { ClientsConfig } from '../configFile.js';
-import type { Database, WorkflowRow, WorkflowStatus } from '../db/tables.js';
+import type { WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/transitions/redriveCheck.js';
 import { DEFAULT_CAPS, admissionProblem, type Caps } from '../flow/caps.js';
 import { flowNameProblem } from '../flow/flowName.js';
 import { compileFlow } from '../flow/validate.js';
 import { approvalDataIssuesInFlow } from '../flow/approvalCheck.js';
-import type { PermissionPolicy } from '../tools/permissions.js';
 import type { ToolInfo } from '../tools/tool.js';
 import {
   OperationError,
@@ -40,7 +36,6 @@ import {
 import { refuseUnlessRoleActsAs } from './actingUser.js';
 import { gateInfo, mayApprove } from './flowAccess.js';
 import { checkFlowForUser, parseFlowArg } from './startCheck.js';
-import type { ToolLookupFactory } from '../tools/flowToolCheck.js';
 import { validateFlowAndTools } from './validateFlowAndTools.js';
 import { checkSignal, insertSignalOrExplain, refuseSignalWait } from './signalSending.js';
 import { refuseWorkerStep } from './workerStepRefusal.js';
@@ -48,6 +43,7 @@ import { toWorkflowSummary, type WorkflowSummaryView } from './views/workflowSum
 import { forkWorkflowAsUser, type ForkWorkflowInput, type ForkedWorkflow } from './forkOperation.js';
 import { bulkAsUser, type BulkInput } from './bulkOperation.js';
 import type { BulkResult } from './bulkActions.js';
+import type { OperationsDeps } from './operationsDeps.js';
 import type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WorkflowDetails } from './operationTypes.js';
 
 export type { ReadiedStep, SendSignalInput, SentSignal, StartWorkflowInput, StartedWorkflow, ValidationResult, WaitingGate, WaitingSignal, WorkflowDetails } from './operationTypes.js';
@@ -57,44 +53,6 @@ export { toOperationError };
 export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['new', 'running', 'completed', 'failed', 'cancelled'];
 export const DEFAULT_LIST_LIMIT = 20;
 export const MAX_LIST_LIMIT = 1000;
-
-export interface OperationsDeps {
-  /** A client pool (no executor marker): writes go through the guards. */
-  pool: pg.Pool;
-  db: Kysely<Database>;
-  /** The schema, for messages. */
-  schema: string;
-  /** The config's tool permissions; without them every tool is allowed. */
-  permissions?: PermissionPolicy;
-  /** The operator's caps, for validation. */
-  caps?: Readonly<Caps>;
-  /**
-   * Given: check up front that the connection's database role may act as the user (config
-   * `clients`), as admission and the daemon's approval check do. Leave it out when the pool's
-   * role is trusted anyway (the daemon's own).
-   */
-  actAs?: { clients: ClientsConfig | undefined };
-  /**
-   * Users who may cancel and retry any workflow (config `api.admins`); every other user only the
-   * workflows it created (`created_by`). Reads stay open to every user.
-   */
-  admins?: readonly string[];
-  /**
-   * The pool's database role is shared by every user (the daemon's HTTP side: the dashboard and
-   * /mcp): a signal records the role that wrote it, not the user, and triggers start workflows
-   * as that role, so only admins (`admins`) may send signals through it. Leave it out when the
-   * role is the caller's own (`stepd signal`, `stepd mcp` on the caller's DATABASE_URL).
-   */
-  sharedRole?: boolean;
-  /**
-   * The tools the daemon can call (built-ins and configured MCP servers), for listTools;
-   * `servers` says which MCP servers are worth asking (the caller may call a tool of theirs).
-   */
-  listTools?: (servers: (prefix: string) => boolean) => Promise<{ tools: ToolInfo[]; failures?: { server: string; error: string }[] }>;
-  /** The tools this process knows: startWorkflow and validateFlow refuse unknown tools and bad literal arguments, as `stepd validate` (src/tools/flowToolCheck.ts). */
-  toolLookup?: ToolLookupFactory;
-}
-
 
 export class Operations {
   readonly #deps: OperationsDeps;

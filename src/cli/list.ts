@@ -49,7 +49,8 @@ Examples:
           ...rows.map((r) => {
             const d = durationOf(r);
             const note = r.waiting > 0 ? `${r.waiting} gate(s) waiting (stepd status ${r.id})` : r.status === 'failed' ? formatError(r.error) : '';
-            const noteText = r.parent_id === null ? note : `sub-workflow of ${r.parent_id}${note ? `; ${note}` : ''}`;
+            const origin = [r.parent_id === null ? '' : `sub-workflow of ${r.parent_id}`, r.forked_from ? `fork of ${r.forked_from}` : ''].filter((s) => s !== '').join('; ');
+            const noteText = [origin, note].filter((s) => s !== '').join('; ');
             return [String(r.id), r.status, r.name, r.created_by ?? '-', formatWhen(r.created_at, now), d === undefined ? '-' : formatDuration(d), String(r.step_count), noteText];
           }),
         ]);

@@ -7,7 +7,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { loadConfigFile } from '../configFile.js';
+import { loadConfigSection } from '../configSection.js';
 import { parseDuration } from '../flow/duration.js';
 import type { RetentionPolicy } from '../retention/retentionPolicy.js';
 import { CliError, EXIT, errorMessage, out, outJson, withDatabase, withDatabaseOptions, type DatabaseFlags } from './common.js';
@@ -88,7 +88,7 @@ async function policyFrom(flags: PruneFlags): Promise<RetentionPolicy> {
   let policy: RetentionPolicy = {};
   if (file !== undefined) {
     try {
-      policy = { ...(await loadConfigFile(file)).retention };
+      policy = { ...(await loadConfigSection(file, 'retention')) };
     } catch (err) {
       throw new CliError(`cannot read the retention of ${file}: ${errorMessage(err)}`, EXIT.invalid);
     }

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { cannotRedriveMessage, workflowNotFailedMessage, workflowNotFoundMessage } from '../api/errors.js';
-import { loadConfigFile } from '../configFile.js';
+import { loadConfigSection } from '../configSection.js';
 import { redriveWorkflowIfFailed } from '../db/contract.js';
 import { getWorkflow, getWorkflowSteps } from '../db/reads.js';
 import type { WorkflowRow } from '../db/tables.js';
@@ -97,7 +97,7 @@ async function capsFrom(path: string | undefined): Promise<Readonly<Caps>> {
   const file = path ?? (existsSync('stepd.config.json') ? 'stepd.config.json' : undefined);
   if (file === undefined) return resolveCaps();
   try {
-    return resolveCaps((await loadConfigFile(file)).caps);
+    return resolveCaps(await loadConfigSection(file, 'caps'));
   } catch (err) {
     throw new CliError(`cannot read the caps of ${file}: ${errorMessage(err)}`);
   }

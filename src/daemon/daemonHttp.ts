@@ -5,7 +5,8 @@
  */
 import { readCapacityGauges } from '../db/queries/capacity.js';
 import { createTokenLookup } from '../api/tokens.js';
-import { Operations, type OperationsDeps } from '../api/operations.js';
+import { Operations } from '../api/operations.js';
+import type { OperationsDeps } from '../api/operationsDeps.js';
 import type { ApiConfig, CapsConfig } from '../configFile.js';
 import { createKysely, createPool } from '../db/connect.js';
 import { resolveCaps } from '../flow/caps.js';

@@ -62,7 +62,7 @@ export async function getStepsForEvents(db: Kysely<Database>, ids: readonly stri
 
 export type WorkflowSummary = Pick<
   WorkflowRow,
-  'id' | 'name' | 'status' | 'created_by' | 'key' | 'error' | 'created_at' | 'started_at' | 'completed_at' | 'cancelled_at' | 'step_count' | 'parent_id'
+  'id' | 'name' | 'status' | 'created_by' | 'key' | 'error' | 'created_at' | 'started_at' | 'completed_at' | 'cancelled_at' | 'step_count' | 'parent_id' | 'forked_from'
 > & { waiting: number };
 
 export interface WorkflowListFilter {
@@ -84,7 +84,7 @@ export interface WorkflowListFilter {
 export async function listWorkflows(db: Kysely<Database>, opts: WorkflowListFilter): Promise<WorkflowSummary[]> {
   let q = db
     .selectFrom('workflows as w')
-    .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count', 'w.parent_id'])
+    .select(['w.id', 'w.name', 'w.status', 'w.created_by', 'w.key', 'w.error', 'w.created_at', 'w.started_at', 'w.completed_at', 'w.cancelled_at', 'w.step_count', 'w.parent_id', 'w.forked_from'])
     // Gates waiting in the workflow or any of its sub-workflows (a step waiting for a child or for a signal is no gate).
     .select(
       sql<number>`(WITH RECURSIVE tree(id) AS (

@@ -7,12 +7,7 @@
 import type { CompiledFlow } from './compiled.js';
 import type { FlowIssue } from './spec.js';
 import { resolveTemplates, type TemplateScope } from './templates.js';
-
-export interface KeyedConcurrency {
-  /** The key template, resolved with the step's scope (the flow's: with `input`). */
-  key: string;
-  limit: number;
-}
+import type { KeyedConcurrency } from './keyedConcurrency.js';
 
 /** The longest key value kept (longer ones are cut: a key names an account, a repository…). */
 export const MAX_KEY_CHARS = 200;
@@ -72,21 +67,4 @@ export function renderKey(template: string, scope: TemplateScope): string {
   const v = resolveTemplates(template, scope);
   const text = typeof v === 'string' ? v : (JSON.stringify(v) ?? 'null');
   return text.length > MAX_KEY_CHARS ? text.slice(0, MAX_KEY_CHARS) : text;
-}
-
-/** Keys people write for capacity in a flow, and where that knob lives instead. */
-const MISPLACED: Record<string, string> = {
-  priority: 'priority is set on the workflow row when it is inserted (workflows.priority, capped per role by clients.ROLE.maxPriority), not in the flow',
-  rateLimit: 'rate limits are set in the config, per tool pattern: "limits": { "rates": { "TOOL": "60/m" } }',
-  rateLimits: 'rate limits are set in the config, per tool pattern: "limits": { "rates": { "TOOL": "60/m" } }',
-  rate: 'rate limits are set in the config, per tool pattern: "limits": { "rates": { "TOOL": "60/m" } }',
-  throttle: 'rate limits are set in the config, per tool pattern: "limits": { "rates": { "TOOL": "60/m" } }',
-  concurrencyKey: 'a key limit is written "concurrency": { "key": "TEMPLATE", "limit": N }',
-};
-
-/** An "Unrecognized key" message, with where a misplaced capacity knob belongs. */
-export function withCapacityHint(message: string): string {
-  const m = /^Unrecognized keys?: "([^"]+)"/.exec(message);
-  const hint = m ? MISPLACED[m[1]!] : undefined;
-  return hint ? `${message}: ${hint}` : message;
 }

@@ -5,7 +5,7 @@
 import type { Caps } from './caps.js';
 import type { CompiledCondition } from './conditions.js';
 import type { SchemaCheck } from './jsonSchema.js';
-import type { CompiledSignalWait } from './signalWait.js';
+import type { CompiledSignalWait } from './compiledSignalWait.js';
 import type { FlowSpec, StepSpec } from './spec.js';
 
 /** `pass`: a step with no tool, approval, wait or fan-out (steps form): it does nothing and moves on at once. */
@@ -50,7 +50,7 @@ export interface RetryPolicy {
   maxMs: number;
   jitter: boolean;
 }
-import type { KeyedConcurrency } from './capacity.js';
+import type { KeyedConcurrency } from './keyedConcurrency.js';
 
 export interface CompiledStep {
   name: string;

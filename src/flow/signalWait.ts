@@ -8,21 +8,12 @@ import { StepError } from '../errors.js';
 import type { CompiledStep } from './compiled.js';
 import type { FlowIssue, StepSpec } from './spec.js';
 import { resolveTemplates, type TemplateScope } from './templates.js';
+import type { CompiledSignalWait, SignalSince } from './compiledSignalWait.js';
 
 /** As the signals table checks them (sql/0024): bytes of UTF-8, no C0/C1 control characters. */
 export const SIGNAL_NAME_MAX_BYTES = 200;
 export const SIGNAL_KEY_MAX_BYTES = 500;
 const CONTROL = /[\u0001-\u001f\u007f-\u009f]/;
-
-export type SignalSince = 'workflow' | 'step';
-
-export interface CompiledSignalWait {
-  names: string[];
-  /** The key template (absent: any key matches). */
-  key?: string;
-  since: SignalSince;
-  timeoutMs?: number;
-}
 
 /** The step fails with this code when its timeout passes before a signal came (not retryable). */
 export const SIGNAL_TIMEOUT = 'signal_timeout';

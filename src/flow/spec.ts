@@ -3,7 +3,7 @@
  * seed's flat form ({ "start": { "name": "first", ... }, "other": { ... } }) into the
  * canonical form ({ "start": "first", "steps": { "first": { ... }, "other": { ... } } }).
  */
-import { withCapacityHint } from './capacity.js';
+import { withCapacityHint } from './capacityHint.js';
 import { z } from 'zod';
 import { MAX_JSON_DEPTH, measureJson, nameProblem } from './caps.js';
 import { flowNameProblem } from './flowName.js';

@@ -20,6 +20,7 @@ import { bossSchemaName, clientDb, NOTIFY_QUEUE, NOTIFY_QUEUE_OPTIONS } from '..
 import { failedPayload, gateOf, linkUsers, waitingPayload, type LinkPair } from './notificationPayload.js';
 import { DEFAULT_LINK_TTL_MS, type NotifyHook } from './notifyConfig.js';
 import { signBody, SIGNATURE_HEADER } from './signature.js';
+import type { NotifyMetrics } from '../telemetry/notifyMetrics.js';
 
 export interface NotifierOptions {
   databaseUrl: string;
@@ -36,6 +37,8 @@ export interface NotifierOptions {
   retryDelaySeconds?: number;
   /** A webhook's answer is awaited this long (default 10 s). */
   timeoutMs?: number;
+  /** Counts each delivery attempt, sent or failed (the daemon's /metrics). */
+  metrics?: Pick<NotifyMetrics, 'sent' | 'failed'>;
 }
 
 export interface NotifyJob {
@@ -187,14 +190,17 @@ export class Notifier {
         body,
       });
     } catch (err) {
+      this.opts.metrics?.failed(job.data.event.type, 'unreachable');
       this.log.warn({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, error: (err as Error).message }, 'webhook delivery failed; pg-boss retries it');
       throw new Error(`webhook ${job.data.hook} unreachable: ${(err as Error).message}`);
     }
     await res.body?.cancel().catch(() => {});
     if (!res.ok) {
+      this.opts.metrics?.failed(job.data.event.type, 'http_error');
       this.log.warn({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, status: res.status }, 'webhook answered with an error; pg-boss retries it');
       throw new Error(`webhook ${job.data.hook} answered ${res.status}`);
     }
+    this.opts.metrics?.sent(job.data.event.type);
     this.log.info({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, eventId: job.data.event.id }, 'webhook delivered');
   }
 }

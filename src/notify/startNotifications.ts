@@ -6,7 +6,7 @@
 import { backoffMs } from '../executor/core/dbOutage.js';
 import type { Logger } from '../logger.js';
 import type { ApprovalLinksConfig, NotifyHook } from './notifyConfig.js';
-import { Notifier } from './notifier.js';
+import { Notifier, type NotifierOptions } from './notifier.js';
 
 export interface RunningNotifications {
   stop(): Promise<void>;
@@ -20,6 +20,8 @@ export function startNotifications(opts: {
   links?: ApprovalLinksConfig | undefined;
   /** The daemon's own HTTP URL (--http), the links' default base. */
   httpUrl?: string | undefined;
+  /** The daemon's delivery counters (when it serves /metrics). */
+  metrics?: NotifierOptions['metrics'];
 }): RunningNotifications {
   const linkBaseUrl = opts.links?.baseUrl ?? opts.httpUrl;
   if (!linkBaseUrl) opts.log.info({}, 'notifications without approval links: the daemon serves no HTTP (--http) and approvalLinks.baseUrl is not set');
@@ -35,6 +37,7 @@ export function startNotifications(opts: {
         hooks: opts.hooks,
         ...(linkBaseUrl ? { linkBaseUrl } : {}),
         ...(opts.links?.expiresIn !== undefined ? { linkTtlMs: opts.links.expiresIn } : {}),
+        ...(opts.metrics ? { metrics: opts.metrics } : {}),
       });
       try {
         await n.start();

@@ -14,6 +14,7 @@ import { UsageMetrics } from './usageMetrics.js';
 import type { StepUsage } from '../usage/stepUsage.js';
 import { CapacityMetrics } from './capacityMetrics.js';
 import { WorkflowDurations } from './workflowDurations.js';
+import { NotifyMetrics } from './notifyMetrics.js';
 import { withoutMisnamedGauges } from './misnamedGauges.js';
 
 /** Seconds: 5 ms … 10 min, for step durations (tools range from instant to long HTTP or MCP calls). */
@@ -52,6 +53,8 @@ export class PromMetrics implements ExecutorMetrics {
   private readonly gatesWaiting: Gauge;
   private readonly oldestGate: Gauge;
   private readonly durations: WorkflowDurations | undefined;
+  /** Webhook deliveries (the notifier reports to it). */
+  readonly notifications: NotifyMetrics;
 
   constructor(opts: PromMetricsOptions = {}) {
     const registers = [this.registry];
@@ -76,6 +79,7 @@ export class PromMetrics implements ExecutorMetrics {
     this.capacity = new CapacityMetrics(registers, this.database !== undefined);
     this.gatesWaiting = new Gauge({ name: 'stepd_gates_waiting', help: 'Gates waiting for an approval now, read from the database at scrape time (stops at its cap).', registers: this.database ? registers : [] });
     this.oldestGate = new Gauge({ name: 'stepd_oldest_gate_age_seconds', help: 'How long the oldest gate waiting now has waited for its approval (0: none waits).', registers: this.database ? registers : [] });
+    this.notifications = new NotifyMetrics(registers);
     for (const reason of ['executor_dead', 'lease_expired']) this.rescues.inc({ reason }, 0);
     // Node's process metrics, less the gauges prom-client names *_total (promtool refuses them).
     if (opts.processMetrics !== false) {

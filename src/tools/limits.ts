@@ -9,7 +9,7 @@
  * Steps without a tool (readied gates, due timers) complete at once and never count.
  */
 import type { LimitsConfig } from '../configFile.js';
-import { matchesToolPattern } from './permissions.js';
+import { matchesToolPattern } from './matchesToolPattern.js';
 
 export type Release = () => void;
 

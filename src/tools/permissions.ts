@@ -5,6 +5,7 @@
  */
 import type { PermissionsConfig } from '../configFile.js';
 import { StepError } from '../errors.js';
+import { matchesToolPattern } from './matchesToolPattern.js';
 
 export interface PermissionPolicy {
   /** True when no call can be denied (no permissions section, or `"*"` in `default`). */
@@ -14,16 +15,6 @@ export interface PermissionPolicy {
   allowsSomeToolOf(user: string | null, prefix: string): boolean;
   /** Throws a non-retryable StepError `permission_denied` when `user` may not call `tool`. */
   check(user: string | null, tool: string): void;
-}
-
-/**
- * Whether a full tool name (`kb.search`) matches a pattern: `*` matches every tool, a pattern
- * ending in `*` matches by prefix (`kb.*`), anything else must be equal.
- */
-export function matchesToolPattern(pattern: string, tool: string): boolean {
-  if (pattern === '*') return true;
-  if (pattern.endsWith('*')) return tool.startsWith(pattern.slice(0, -1));
-  return pattern === tool;
 }
 
 export function createPermissionPolicy(permissions: PermissionsConfig | undefined): PermissionPolicy {

@@ -5,7 +5,7 @@
  * naming the buckets a step takes a token from (written on its row as `rate_keys`).
  */
 import { z } from 'zod';
-import { matchesToolPattern } from './permissions.js';
+import { matchesToolPattern } from './matchesToolPattern.js';
 
 const RATE_TEXT = /^\s*(\d+)\s*\/\s*(\d*)\s*(ms|s|m|h)\s*$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };

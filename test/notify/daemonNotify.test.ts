@@ -28,6 +28,9 @@ describe('stepd start with notify', () => {
     expect((await fetch(link.approve, { method: 'POST' })).status).toBe(200);
     expect((await waitForWorkflow(t, id)).output).toEqual({ ok: true });
     expect((await fetch(link.approve, { method: 'POST' })).status).toBe(409);
+    // The delivery is counted in the daemon's /metrics.
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toContain('stepd_notifications_sent_total{event="step.waiting"} 1');
     const { stderr, stdout } = await daemon.kill('SIGTERM');
     expect(stderr + stdout).not.toContain(SECRET);
     expect(stderr).toMatch(/notifications running/);

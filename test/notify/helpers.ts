@@ -14,7 +14,7 @@ import { AuthThrottle } from '../../src/http/authThrottle.js';
 import { startHttpServer } from '../../src/http/server.js';
 import { Sessions } from '../../src/http/sessions.js';
 import { createLogger, type Logger } from '../../src/logger.js';
-import { Notifier } from '../../src/notify/notifier.js';
+import { Notifier, type NotifierOptions } from '../../src/notify/notifier.js';
 import type { NotifyHook } from '../../src/notify/notifyConfig.js';
 import { SIGNATURE_HEADER, verifySignature } from '../../src/notify/signature.js';
 import { onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
@@ -67,7 +67,7 @@ export interface NotifyStack {
   lines: string[];
 }
 
-export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts: { linkTtlMs?: number } = {}): Promise<NotifyStack> {
+export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts: { linkTtlMs?: number; metrics?: NotifierOptions['metrics'] } = {}): Promise<NotifyStack> {
   const lines: string[] = [];
   const log = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } as never });
   await startExecutor(t);
@@ -93,6 +93,7 @@ export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts:
     workPollSeconds: 0.5,
     retryDelaySeconds: 1,
     ...(opts.linkTtlMs !== undefined ? { linkTtlMs: opts.linkTtlMs } : {}),
+    ...(opts.metrics ? { metrics: opts.metrics } : {}),
   });
   await notifier.start();
   onCleanup(() => notifier.stop());

@@ -40,6 +40,7 @@ describe('/metrics, checked by promtool', () => {
     const m = parsePromText(text);
     expect(m.get('stepd_gates_waiting')).toBe(1);
     expect(m.get('stepd_oldest_gate_age_seconds')).toBeGreaterThanOrEqual(0);
+    expect(m.get('stepd_notifications_failed_total{event="step.waiting",reason="http_error"}')).toBe(0);
     expect(m.get('stepd_workflow_duration_seconds_bucket{le="+Inf",flow="quick",status="completed"}')).toBe(1);
     expect([...m.keys()].filter((k) => k.includes('flow="release"'))).toEqual([]);
     expect(text).not.toMatch(/^# TYPE \S+_total (gauge|histogram|summary|untyped)$/m);

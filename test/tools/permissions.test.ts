@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { StepError } from '../../src/errors.js';
-import { createPermissionPolicy, matchesToolPattern } from '../../src/tools/permissions.js';
+import { createPermissionPolicy } from '../../src/tools/permissions.js';
+import { matchesToolPattern } from '../../src/tools/matchesToolPattern.js';
 
 describe('permissions', () => {
   it('allows everything without a permissions section', () => {

@@ -110,6 +110,7 @@ export function renderStatus(view: StatusView, now: Date = new Date()): string[]
   const lines: string[] = [];
   const took = wf.durationMs === null ? wf.status : wf.status === 'running' ? `running for ${formatDuration(wf.durationMs)}` : `${wf.status} in ${formatDuration(wf.durationMs)}`;
   lines.push(`workflow ${wf.id} "${wf.name}": ${took}${wf.createdBy ? `  (as ${wf.createdBy})` : ''}`);
+  if (wf.forkedFrom) lines.push(`  forked from workflow ${wf.forkedFrom.workflowId} ${wf.forkedFrom.fromStep === null ? '(from its start)' : `at step ${JSON.stringify(wf.forkedFrom.fromStep)}`}`);
   if (wf.usage) lines.push(`  usage: ${describeUsage(wf.usage)}`);
   if (wf.error) {
     lines.push(`  error: ${formatError(wf.error)}`);

@@ -64,6 +64,8 @@ export interface WorkflowView {
   stepCount: number;
   /** Tokens and cost of its steps and ended sub-workflows; null when nothing reported any. */
   usage: UsageTotal | null;
+  /** A fork's source workflow (it may have been pruned since) and the step it ran from (null: its start); null when not a fork. */
+  forkedFrom: { workflowId: string; fromStep: string | null } | null;
 }
 
 export interface StatusView {
@@ -164,6 +166,7 @@ export function buildStatusView(wf: WorkflowRow, rows: StepRow[], now: Date = ne
       durationMs: between(wf.started_at, end) ?? null,
       stepCount: wf.step_count,
       usage: wf.usage ?? null,
+      forkedFrom: wf.forked_from === null || wf.forked_from === undefined ? null : { workflowId: String(wf.forked_from), fromStep: wf.fork_step ?? null },
     },
     steps,
     waiting: steps

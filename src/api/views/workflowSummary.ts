@@ -15,6 +15,8 @@ export interface WorkflowSummaryView {
   waiting: number;
   /** A sub-workflow's parent. */
   parentId: string | null;
+  /** A fork's source workflow (sql/0031). */
+  forkedFrom: string | null;
   error: unknown;
 }
 
@@ -31,6 +33,7 @@ export function toWorkflowSummary(r: WorkflowSummary, now: Date): WorkflowSummar
     steps: r.step_count,
     waiting: r.waiting,
     parentId: r.parent_id === null || r.parent_id === undefined ? null : String(r.parent_id),
+    forkedFrom: r.forked_from === null || r.forked_from === undefined ? null : String(r.forked_from),
     error: r.error,
   };
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ConfigError } from '../../errors.js';
 import type { Context } from './context.js';
 import { errMessage } from './helpers.js';
+import { makeDirectories } from './makeDirectories.js';
 import { explainFailure, run } from './programs.js';
 import { type State, writeState } from './state.js';
 
@@ -12,7 +13,7 @@ const SUPERUSER = 'postgres';
 
 export async function makeDataDir(dataDir: string): Promise<void> {
   try {
-    await fs.mkdir(dataDir, { recursive: true });
+    await makeDirectories(dataDir);
     await fs.access(dataDir, fs.constants.W_OK | fs.constants.X_OK);
   } catch (err) {
     throw new ConfigError(`Cannot use ${dataDir} for the embedded PostgreSQL (${errMessage(err)}). Choose another data directory or set DATABASE_URL.`);

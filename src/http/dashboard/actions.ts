@@ -14,7 +14,7 @@ import { OperationError, httpStatusFor } from '../../api/errors.js';
 import type { HttpEnv } from '../auth.js';
 import { html } from '../html.js';
 import { page } from './layout.js';
-import type { DashboardDeps } from './pages.js';
+import type { DashboardDeps } from './dashboardDeps.js';
 import { pageContext, sendHtml } from './respond.js';
 import { renderWorkflowPage } from './workflowPage.js';
 import { withFlow } from './withFlow.js';

@@ -16,7 +16,7 @@ import type { HttpEnv } from '../auth.js';
 import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
 import { utc } from '../../api/views/format.js';
-import type { DashboardDeps } from './pages.js';
+import type { DashboardDeps } from './dashboardDeps.js';
 import { pageContext, sendHtml } from './respond.js';
 
 export function mountDayTwoActions(app: Hono<HttpEnv>, deps: DashboardDeps): void {

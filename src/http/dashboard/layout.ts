@@ -66,7 +66,8 @@ const SCRIPT = `
     timer = null;
     const active = document.activeElement;
     if (active && live.contains(active) && active.form && active.value) { schedule(1000); return; }
-    const res = await fetch(location.href, { headers: { 'x-stepd-fragment': '1' }, credentials: 'same-origin' });
+    // The page's own address: after a refused POST the page shown is at the POST's address.
+    const res = await fetch(document.body.dataset.liveUrl || location.href, { headers: { 'x-stepd-fragment': '1' }, credentials: 'same-origin' });
     if (!res.ok) return;
     const open = new Set([...live.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
     live.innerHTML = await res.text();
@@ -82,7 +83,8 @@ const SCRIPT = `
 })();
 `;
 
-export function page(ctx: PageContext, opts: { title: string; events?: string; body: Html }): Html {
+/** `liveUrl`: where the live region is read again (default: the page's address; give it when a POST's answer renders the page). */
+export function page(ctx: PageContext, opts: { title: string; events?: string; liveUrl?: string; body: Html }): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -91,7 +93,7 @@ export function page(ctx: PageContext, opts: { title: string; events?: string; b
 <title>${opts.title} · stepd</title>
 <style nonce="${ctx.nonce}">${trustedHtml(STYLE)}</style>
 </head>
-<body data-events="${opts.events ?? ''}">
+<body data-events="${opts.events ?? ''}"${opts.liveUrl !== undefined ? html` data-live-url="${opts.liveUrl}"` : ''}>
 <header>
   <h1><a href="/">stepd</a></h1>
   <nav><a href="/">workflows</a></nav>

@@ -3,31 +3,20 @@
  * `GET /workflows/:id` (one workflow). Reads only.
  */
 import type { Hono } from 'hono';
-import type { Kysely } from 'kysely';
 import { OperationError } from '../../api/errors.js';
-import { toOperationError, type Operations, type WorkflowDetails } from '../../api/operations.js';
+import { toOperationError, type WorkflowDetails } from '../../api/operations.js';
 import { toWorkflowSummary } from '../../api/views/workflowSummary.js';
 import { listWorkflows } from '../../db/reads.js';
 import { nestSubWorkflows } from './nestSubWorkflows.js';
-import type { Database, WorkflowStatus } from '../../db/tables.js';
-import type { CapacityGauges } from '../../db/queries/capacity.js';
+import type { WorkflowStatus } from '../../db/tables.js';
 import type { HttpEnv } from '../auth.js';
 import { html } from '../html.js';
-import type { Sessions } from '../sessions.js';
 import { page } from './layout.js';
 import { LIST_STATUSES, renderListLive, renderListPage, type ListFilters } from './listPage.js';
 import { isFragmentRequest, pageContext, sendHtml } from './respond.js';
 import { renderWorkflowLive, renderWorkflowPage } from './workflowPage.js';
 import { withFlow } from './withFlow.js';
-
-export interface DashboardDeps {
-  operations: Operations;
-  /** A client pool's Kysely, for the list's filtered read. */
-  db: Kysely<Database>;
-  sessions: Sessions;
-  /** Ready steps waiting for concurrency keys and rate tokens (capacityPanel.ts); left out: not shown. */
-  capacity?: () => Promise<CapacityGauges>;
-}
+import type { DashboardDeps } from './dashboardDeps.js';
 
 const DEFAULT_LIMIT = 50;
 /** Sub-workflows shown under the listed workflows, at most (the newest). */

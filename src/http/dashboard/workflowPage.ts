@@ -21,6 +21,7 @@ export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, p
   return page(ctx, {
     title: `workflow ${wf.id} ${wf.name}`,
     events: `/events?workflow=${encodeURIComponent(wf.id)}`,
+    liveUrl: `/workflows/${encodeURIComponent(wf.id)}`,
     body: html`<p><a href="/">← workflows</a></p>
 <h2>Workflow ${wf.id}: ${wf.name}</h2>
 ${problem ? html`<p class="flash" role="alert" id="problem">${problem}</p>` : ''}
@@ -36,6 +37,7 @@ export function renderWorkflowLive(ctx: PageContext, details: WorkflowDetails, n
   <dt>status</dt><dd class="status s-${wf.status}" id="workflow-status">${wf.status}</dd>
   <dt>user</dt><dd>${wf.createdBy ?? ''}</dd>
   ${wf.key ? html`<dt>key</dt><dd>${wf.key}</dd>` : ''}
+  ${wf.forkedFrom ? html`<dt>forked from</dt><dd id="workflow-forked-from"><a href="/workflows/${wf.forkedFrom.workflowId}">workflow ${wf.forkedFrom.workflowId}</a>${wf.forkedFrom.fromStep === null ? ' (from its start)' : html` at step ${wf.forkedFrom.fromStep}`}</dd>` : ''}
   <dt>created (UTC)</dt><dd><time datetime="${wf.createdAt}">${utc(wf.createdAt)}</time></dd>
   ${wf.startedAt ? html`<dt>started</dt><dd><time datetime="${wf.startedAt}">${utc(wf.startedAt)}</time></dd>` : ''}
   ${wf.completedAt ? html`<dt>finished</dt><dd><time datetime="${wf.completedAt}">${utc(wf.completedAt)}</time></dd>` : ''}
