@@ -224,7 +224,7 @@ export function formatReport(opts: {
   const lines = [
     '',
     `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}${settings.profileDir ? `  (BENCH_PROFILE: executor profiled into ${settings.profileDir}; figures not comparable)` : ''}`,
-    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}, io ${s.io}×3 (concurrency ${settings.ioConcurrency}), large fan-out ${s.fanoutLarge}`,
+    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}, io ${s.io}×3 (concurrency ${settings.ioConcurrency}), large fan-out ${s.fanoutLarge}, floor ${s.floor} and ${s.floorHops} hops`,
     ...(settings.only.length < SCENARIOS.length ? [`  only: ${settings.only.join(', ')}`] : []),
     `  machine: ${env.machine.cpus} CPU (${env.machine.cpuModel}), ${env.machine.memoryGiB} GiB, Linux ${env.machine.kernel}; node ${env.node}; commit ${env.commit ?? 'unknown'}`,
     `  PostgreSQL ${pg.server_version}: synchronous_commit=${pg.synchronous_commit} fsync=${pg.fsync} shared_buffers=${pg.shared_buffers} max_connections=${pg.max_connections} work_mem=${pg.work_mem} jit=${pg.jit}`,
