@@ -70,6 +70,8 @@ export const GRAPHILE_WORKER_JOBS_PER_SEC = 17_900;
 
 const floorRate: Getter = (r) => r.floor?.stepd.workflowsPerSec;
 const floorHopMs: Getter = (r) => r.floor?.stepd.hopMs;
+/** The floor's own backend CPU per workflow on stepd's schema: what the row work alone costs the server. */
+const floorPostgresMs: Getter = (r) => r.floor?.stepd.postgresMsPerWorkflow;
 const over = (a: Getter, b: Getter): Getter => (r) => {
   const x = a(r);
   const y = b(r);
@@ -111,10 +113,13 @@ const FLOOR_DEFS: FigureDef[] = [
 
 const CPU_DEFS = (k: 'throughput' | 'sustained', section: string): FigureDef[] => [
   { key: `${k}.executorCpuMsPerWorkflow`, section, label: 'CPU per workflow: executor (pg-boss: its client)', unit: 'ms', get: cpuMsPerWorkflow(k, 'executor'), pgboss: pgbossCpu(k, 'client') },
-  { key: `${k}.postgresCpuMsPerWorkflow`, section, label: 'CPU per workflow: its PostgreSQL backends', unit: 'ms', get: cpuMsPerWorkflow(k, 'postgres'), pgboss: pgbossCpu(k, 'postgres') },
+  {
+    key: `${k}.postgresCpuMsPerWorkflow`, section, label: 'CPU per workflow: its PostgreSQL backends', unit: 'ms',
+    get: cpuMsPerWorkflow(k, 'postgres'), floor: floorPostgresMs, pgboss: pgbossCpu(k, 'postgres'),
+  },
   {
     key: `${k}.cpuMsPerWorkflow`, section, label: 'CPU per workflow: both', unit: 'ms',
-    get: sum(cpuMsPerWorkflow(k, 'executor'), cpuMsPerWorkflow(k, 'postgres')), pgboss: sum(pgbossCpu(k, 'client'), pgbossCpu(k, 'postgres')),
+    get: sum(cpuMsPerWorkflow(k, 'executor'), cpuMsPerWorkflow(k, 'postgres')), floor: floorPostgresMs, pgboss: sum(pgbossCpu(k, 'client'), pgbossCpu(k, 'postgres')),
   },
 ];
 

@@ -252,7 +252,8 @@ export function formatReport(opts: {
     ...(opts.runs.some((r) => r.floor) ? [
       `  floor: the row work of a one-step workflow alone (batches of ${opts.runs.find((r) => r.floor)!.floor!.batch}, a transaction per half) and of a chain hop (a transaction`,
       '  each), in one server-side DO loop, on bare tables of stepd\'s columns and on stepd\'s schema as the executor role; the faster',
-      '  of two passes each. ÷ floor is against stepd\'s schema. No NOTIFYs, reads or guards of the executor\'s statements in it.',
+      '  of two passes each. ÷ floor is against stepd\'s schema (for CPU per workflow: the floor\'s backend CPU per workflow).',
+      '  No NOTIFYs, reads or guards of the executor\'s statements in it.',
     ] : []),
     `  total time: ${opts.durationSeconds.toFixed(0)} s`,
     '',
