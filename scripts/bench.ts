@@ -5,7 +5,8 @@
  * driven through SQL from here): 1 throughput, 1b sustained throughput (five times as many), 2 chain, 3 forEach of 1,000, 3b the same with
  * `complete: "first"`, 4 wake-up, the
  * executor's idle CPU and memory, 6 io-bound three-step workflows (own executor, explicit
- * concurrency), 7 forEach of 10,000 with its peak RSS; then the pgbench-style ceiling (1 and 8
+ * concurrency), 7 forEach of 10,000 with its peak RSS; then the floor (0: a one-step workflow's and a
+ * chain hop's row work alone, server-side, on bare tables and on stepd's schema), the pgbench-style ceiling (1 and 8
  * clients) and pg-boss doing scenarios 1, 1b and 2. Once: the claim statement's latency with 0 and
  * with 1,000,000 finished step rows. When the server loads pg_stat_statements, each stepd
  * scenario also reports the executor's statements per step.
@@ -18,6 +19,7 @@
 import { performance } from 'node:perf_hooks';
 import { runCeiling, type CeilingResult } from './bench/ceiling.js';
 import { describeEnvironment } from './bench/environment.js';
+import { runFloor } from './bench/floor.js';
 import { computeFigures, type RunResult } from './bench/figures.js';
 import { isBusy, sampleLoad } from './bench/machineLoad.js';
 import { Cleanup } from './bench/pg.js';
@@ -75,6 +77,9 @@ async function oneRun(deps: RunDeps, run: number): Promise<RunResult> {
       return undefined;
     }
   };
+  const floor = !settings.only.includes('floor') ? undefined : await peer('floor', `floor (${settings.sizes.floor} workflows and ${settings.sizes.floorHops} hops, bare and stepd's schema, twice each)`, () =>
+    runFloor({ url: settings.databaseUrl, cleanup, workflows: settings.sizes.floor, hops: settings.sizes.floorHops }),
+  );
   const ceiling: CeilingResult[] = [];
   for (const clients of settings.only.includes('ceiling') ? settings.ceilingClients : []) {
     const c = await peer(`ceiling-${clients}`, `ceiling (${clients} client${clients > 1 ? 's' : ''}, ${settings.ceilingSeconds} s)`, () =>
@@ -95,7 +100,7 @@ async function oneRun(deps: RunDeps, run: number): Promise<RunResult> {
     }),
   );
   const after = await sampleLoad(settings.databaseUrl);
-  return { stepd, ...(compared ? { compared } : {}), ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };
+  return { stepd, ...(compared ? { compared } : {}), ...(floor ? { floor } : {}), ceiling, ...(pgboss ? { pgboss } : {}), errors, load: { before, after } };
 }
 
 async function main(): Promise<void> {

@@ -5,12 +5,13 @@
  * STEPD_* variables that would change its settings; only the log level is lowered.
  * Its CPU time and peak memory are read from /proc.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Cleanup } from './pg.js';
+import { clockTicksPerSecond, processCpuSeconds } from './procCpu.js';
 
 /** dist/src/cli.js, found from this compiled file (dist/scripts/bench/). */
 export function cliPath(): string {
@@ -18,18 +19,6 @@ export function cliPath(): string {
 }
 
 const SETTING_VARS = /^(STEPD_|DATABASE_URL$)/;
-
-let clockTicks: number | undefined;
-function ticksPerSecond(): number {
-  if (clockTicks === undefined) {
-    try {
-      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-    } catch {
-      clockTicks = 100;
-    }
-  }
-  return clockTicks;
-}
 
 export class ExecutorProcess {
   private readonly child: ChildProcess;
@@ -41,6 +30,7 @@ export class ExecutorProcess {
   private readonly killOnExit: () => void;
   /** Where its /metrics answers, when started with one. */
   readonly httpPort: number | undefined;
+  private readonly ticks = clockTicksPerSecond();
 
   /**
    * `profileDir`: run the executor under `node --cpu-prof` (a diagnostic; it slows the executor).
@@ -104,12 +94,7 @@ export class ExecutorProcess {
 
   /** User + system CPU seconds the process has used so far. */
   cpuSeconds(): number {
-    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const utime = Number(fields[11]);
-    const stime = Number(fields[12]);
-    return (utime + stime) / ticksPerSecond();
+    return processCpuSeconds(this.pid, this.ticks) ?? Number.NaN;
   }
 
   /**

@@ -5,6 +5,7 @@
  * better, for times lower is better.
  */
 import type { CeilingResult } from './ceiling.js';
+import type { FloorResult } from './floor.js';
 import type { LoadSample } from './machineLoad.js';
 import type { PgBossResult } from './pgboss.js';
 import { claimRatios, type ScaleResult } from './scale.js';
@@ -15,6 +16,8 @@ export interface RunResult {
   stepd: StepdRunResult;
   /** The same stepd scenarios with the code of the compared ref (bench --compare). */
   compared?: StepdRunResult;
+  /** Scenario 0: the row work alone, bare and on stepd's schema. */
+  floor?: FloorResult;
   ceiling: CeilingResult[];
   pgboss?: PgBossResult;
   /** Peer measurements that failed (the stepd ones are in stepd.errors). */
@@ -34,6 +37,8 @@ export interface Figure {
   label: string;
   unit: string;
   value: Spread;
+  /** Against the floor on stepd's schema (scenario 0), same run. */
+  vsFloor?: number;
   vsCeiling?: number;
   vsPgBoss?: number;
   target?: { text: string; met: boolean };
@@ -48,6 +53,8 @@ interface FigureDef {
   label: string;
   unit: string;
   get: Getter;
+  /** Same-run floor figure (stepd's schema) to divide by. */
+  floor?: Getter;
   /** Same-run ceiling figure to divide by (1 client). */
   ceiling?: Getter;
   pgboss?: Getter;
@@ -61,7 +68,63 @@ const ceilingMsPerTransition: Getter = (r) => (ceiling1(r) ? 1000 / ceiling1(r)!
 
 export const GRAPHILE_WORKER_JOBS_PER_SEC = 17_900;
 
+const floorRate: Getter = (r) => r.floor?.stepd.workflowsPerSec;
+const floorHopMs: Getter = (r) => r.floor?.stepd.hopMs;
+/** The floor's own backend CPU per workflow on stepd's schema: what the row work alone costs the server. */
+const floorPostgresMs: Getter = (r) => r.floor?.stepd.postgresMsPerWorkflow;
+const over = (a: Getter, b: Getter): Getter => (r) => {
+  const x = a(r);
+  const y = b(r);
+  return x === undefined || y === undefined || y === 0 ? undefined : x / y;
+};
+
+/** CPU ms per workflow of a one-step scenario: the executor process's, or its PostgreSQL backends'. */
+function cpuMsPerWorkflow(k: 'throughput' | 'sustained', who: 'executor' | 'postgres'): Getter {
+  return (r) => {
+    const res = r.stepd.resources[k];
+    const n = r.stepd[k]?.workflows;
+    if (!res || !n) return undefined;
+    const seconds = who === 'executor' ? (res.executorCpuPercent / 100) * (res.wallMs / 1000) : res.postgresCpuSeconds;
+    return seconds === undefined ? undefined : (seconds * 1000) / n;
+  };
+}
+const sum = (a: Getter, b: Getter): Getter => (r) => {
+  const x = a(r);
+  const y = b(r);
+  return x === undefined || y === undefined ? undefined : x + y;
+};
+const pgbossCpu = (k: 'throughput' | 'sustained', who: 'client' | 'postgres'): Getter => (r) =>
+  who === 'client' ? r.pgboss?.[k]?.clientCpuMsPerJob : r.pgboss?.[k]?.postgresCpuMsPerJob;
+
+const FLOOR_DEFS: FigureDef[] = [
+  { key: 'floor.bareWorkflowsPerSec', section: '0 floor', label: 'row work alone, bare tables: workflows/s', unit: '/s', get: (r) => r.floor?.bare.workflowsPerSec },
+  { key: 'floor.stepdWorkflowsPerSec', section: '0 floor', label: "row work alone, stepd's schema as the executor: workflows/s", unit: '/s', get: floorRate },
+  { key: 'floor.schemaShare', section: '0 floor', label: "stepd's schema ÷ bare", unit: '×', get: over(floorRate, (r) => r.floor?.bare.workflowsPerSec) },
+  { key: 'floor.throughputVsBare', section: '0 floor', label: 'scenario 1 workflows/s ÷ bare floor', unit: '×', get: over((r) => r.stepd.throughput?.workflowsPerSec, (r) => r.floor?.bare.workflowsPerSec) },
+  { key: 'floor.throughputVsStepd', section: '0 floor', label: "scenario 1 workflows/s ÷ schema floor", unit: '×', get: over((r) => r.stepd.throughput?.workflowsPerSec, floorRate) },
+  { key: 'floor.pgbossVsBare', section: '0 floor', label: 'pg-boss jobs/s ÷ bare floor', unit: '×', get: over((r) => r.pgboss?.throughput.jobsPerSec, (r) => r.floor?.bare.workflowsPerSec) },
+  { key: 'floor.pgbossVsStepd', section: '0 floor', label: 'pg-boss jobs/s ÷ schema floor', unit: '×', get: over((r) => r.pgboss?.throughput.jobsPerSec, floorRate) },
+  { key: 'floor.barePostgresMs', section: '0 floor', label: 'bare: PostgreSQL CPU per workflow', unit: 'ms', get: (r) => r.floor?.bare.postgresMsPerWorkflow },
+  { key: 'floor.stepdPostgresMs', section: '0 floor', label: "stepd's schema: PostgreSQL CPU per workflow", unit: 'ms', get: (r) => r.floor?.stepd.postgresMsPerWorkflow },
+  { key: 'floor.hopBareMs', section: '0 floor', label: 'chain hop alone (1 commit), bare', unit: 'ms', get: (r) => r.floor?.bare.hopMs },
+  { key: 'floor.hopStepdMs', section: '0 floor', label: "chain hop alone (1 commit), stepd's schema", unit: 'ms', get: floorHopMs },
+  { key: 'floor.hopStepdPostgresMs', section: '0 floor', label: "  its PostgreSQL CPU per hop", unit: 'ms', get: (r) => r.floor?.stepd.hopPostgresMs },
+];
+
+const CPU_DEFS = (k: 'throughput' | 'sustained', section: string): FigureDef[] => [
+  { key: `${k}.executorCpuMsPerWorkflow`, section, label: 'CPU per workflow: executor (pg-boss: its client)', unit: 'ms', get: cpuMsPerWorkflow(k, 'executor'), pgboss: pgbossCpu(k, 'client') },
+  {
+    key: `${k}.postgresCpuMsPerWorkflow`, section, label: 'CPU per workflow: its PostgreSQL backends', unit: 'ms',
+    get: cpuMsPerWorkflow(k, 'postgres'), floor: floorPostgresMs, pgboss: pgbossCpu(k, 'postgres'),
+  },
+  {
+    key: `${k}.cpuMsPerWorkflow`, section, label: 'CPU per workflow: both', unit: 'ms',
+    get: sum(cpuMsPerWorkflow(k, 'executor'), cpuMsPerWorkflow(k, 'postgres')), floor: floorPostgresMs, pgboss: sum(pgbossCpu(k, 'client'), pgbossCpu(k, 'postgres')),
+  },
+];
+
 const DEFS: FigureDef[] = [
+  ...FLOOR_DEFS,
   {
     key: 'throughput.stepsPerSec', section: '1 throughput', label: 'steps/s', unit: '/s',
     get: (r) => r.stepd.throughput?.stepsPerSec, ceiling: ceilingTps, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
@@ -69,19 +132,21 @@ const DEFS: FigureDef[] = [
   },
   {
     key: 'throughput.workflowsPerSec', section: '1 throughput', label: 'workflows/s', unit: '/s',
-    get: (r) => r.stepd.throughput?.workflowsPerSec, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
+    get: (r) => r.stepd.throughput?.workflowsPerSec, floor: floorRate, pgboss: (r) => r.pgboss?.throughput.jobsPerSec,
     target: { text: '≥ 0.5× pg-boss', met: (_v, x) => (x.pgboss ?? 0) >= 0.5 },
     timedOut: (r) => r.stepd.throughput?.timedOut,
   },
+  ...CPU_DEFS('throughput', '1 throughput'),
   { key: 'throughput.stepsPerClaim', section: '1 throughput', label: 'steps per claim tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerClaim },
   { key: 'throughput.stepsPerCompletion', section: '1 throughput', label: 'steps per completion tx', unit: '', get: (r) => r.stepd.throughput?.batching.stepsPerCompletion },
   { key: 'throughput.workflowsPerAdmission', section: '1 throughput', label: 'workflows per admission tx', unit: '', get: (r) => r.stepd.throughput?.batching.workflowsPerAdmission },
   {
     key: 'sustained.workflowsPerSec', section: '1b sustained', label: 'workflows/s (five times as many)', unit: '/s',
-    get: (r) => r.stepd.sustained?.workflowsPerSec, pgboss: (r) => r.pgboss?.sustained?.jobsPerSec,
+    get: (r) => r.stepd.sustained?.workflowsPerSec, floor: floorRate, pgboss: (r) => r.pgboss?.sustained?.jobsPerSec,
     target: { text: '≥ 0.5× pg-boss', met: (_v, x) => (x.pgboss ?? 0) >= 0.5 },
     timedOut: (r) => r.stepd.sustained?.timedOut,
   },
+  ...CPU_DEFS('sustained', '1b sustained'),
   {
     key: 'keyed.stepsPerSec', section: '9 keyed', label: 'steps/s (1,000 keys × limit 1)', unit: '/s',
     get: (r) => r.stepd.keyed?.stepsPerSec, timedOut: (r) => r.stepd.keyed?.timedOut,
@@ -90,11 +155,11 @@ const DEFS: FigureDef[] = [
   { key: 'chain.totalMs', section: '2 chain', label: 'total', unit: 'ms', get: (r) => r.stepd.chain?.totalMs, pgboss: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.stepd.chain?.timedOut },
   {
     key: 'chain.hopP50Ms', section: '2 chain', label: 'hop p50', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p50,
-    ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.p50,
+    floor: floorHopMs, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.p50,
     target: { text: '≤ 1.5 ms', met: (v) => v <= 1.5 }, timedOut: (r) => r.stepd.chain?.timedOut,
   },
   { key: 'chain.hopP99Ms', section: '2 chain', label: 'hop p99', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.p99, pgboss: (r) => r.pgboss?.chain.hopMs.p99, timedOut: (r) => r.stepd.chain?.timedOut },
-  { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.mean },
+  { key: 'chain.hopMeanMs', section: '2 chain', label: 'hop mean', unit: 'ms', get: (r) => r.stepd.chain?.hopMs.mean, floor: floorHopMs, ceiling: ceilingMsPerTransition, pgboss: (r) => r.pgboss?.chain.hopMs.mean },
   { key: 'chain.handoffP50Ms', section: '2 chain', label: 'handoff p50 (done → next running)', unit: 'ms', get: (r) => r.stepd.chain?.handoffMs.p50 },
   {
     key: 'fanout.totalMs', section: '3 fan-out', label: 'total (forEach + join)', unit: 'ms', get: (r) => r.stepd.fanout?.totalMs,
@@ -163,13 +228,13 @@ const DEFS: FigureDef[] = [
   { key: 'fanoutLarge.peakRssMiB', section: '7 fan-out 10k', label: 'executor peak RSS during it', unit: 'MiB', get: (r) => r.stepd.fanoutLarge?.peakRssMiB },
   { key: 'ceiling.1', section: '8 peers', label: 'ceiling, 1 client (2 commits/transition)', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 1)?.transitionsPerSec },
   { key: 'ceiling.8', section: '8 peers', label: 'ceiling, 8 clients', unit: '/s', get: (r) => r.ceiling.find((c) => c.clients === 8)?.transitionsPerSec },
-  { key: 'pgboss.jobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, timedOut: (r) => r.pgboss?.throughput.timedOut },
+  { key: 'pgboss.jobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s', unit: '/s', get: (r) => r.pgboss?.throughput.jobsPerSec, floor: floorRate, timedOut: (r) => r.pgboss?.throughput.timedOut },
   {
     key: 'pgboss.sustainedJobsPerSec', section: '8 peers', label: 'pg-boss no-op jobs/s (sustained)', unit: '/s',
-    get: (r) => r.pgboss?.sustained?.jobsPerSec, timedOut: (r) => r.pgboss?.sustained?.timedOut,
+    get: (r) => r.pgboss?.sustained?.jobsPerSec, floor: floorRate, timedOut: (r) => r.pgboss?.sustained?.timedOut,
   },
   { key: 'pgboss.chainTotalMs', section: '8 peers', label: 'pg-boss chain total', unit: 'ms', get: (r) => r.pgboss?.chain.totalMs, timedOut: (r) => r.pgboss?.chain.timedOut },
-  { key: 'pgboss.chainHopP50Ms', section: '8 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50 },
+  { key: 'pgboss.chainHopP50Ms', section: '8 peers', label: 'pg-boss chain hop p50', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p50, floor: floorHopMs },
   { key: 'pgboss.chainHopP99Ms', section: '8 peers', label: 'pg-boss chain hop p99', unit: 'ms', get: (r) => r.pgboss?.chain.hopMs.p99 },
 ];
 
@@ -188,9 +253,11 @@ export function computeFigures(runs: RunResult[], scale: ScaleResult | undefined
   for (const d of DEFS) {
     const value = spread(runs.map(d.get));
     if (value.values.length === 0) continue; // not selected, or failed in every run
+    const vsFloor = ratio(runs, d.get, d.floor);
     const vsCeiling = ratio(runs, d.get, d.ceiling);
     const vsPgBoss = ratio(runs, d.get, d.pgboss);
     const fig: Figure = { key: d.key, section: d.section, label: d.label, unit: d.unit, value };
+    if (vsFloor !== undefined) fig.vsFloor = vsFloor;
     if (vsCeiling !== undefined) fig.vsCeiling = vsCeiling;
     if (vsPgBoss !== undefined) fig.vsPgBoss = vsPgBoss;
     if (d.target) fig.target = { text: d.target.text, met: d.target.met(value.median, { ...(vsCeiling !== undefined ? { ceiling: vsCeiling } : {}), ...(vsPgBoss !== undefined ? { pgboss: vsPgBoss } : {}) }) };

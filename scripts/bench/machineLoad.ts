@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import type { StatementProbe, StatementSummary } from './statementStats.js';
 import { diffAccounting, type ExecutorAccounting, type MetricSample } from './executorAccounting.js';
+import type { BackendCpuProbe } from './backendCpu.js';
 
 interface CpuSnapshot {
   busy: number;
@@ -30,6 +31,9 @@ export interface ScenarioResources {
   machineBusyPercent: number;
   /** The executor's write system calls during the scenario: about its database round trips. */
   executorWrites: number;
+  /** CPU seconds of the PostgreSQL backends serving the executor's connections (backendCpu.ts), and how many. */
+  postgresCpuSeconds?: number;
+  postgresBackends?: number;
   /** What the executor asked of PostgreSQL (pg_stat_statements), when the server tracks it. */
   statements?: StatementSummary;
   /** The executor's claim and outcome-transaction time (its /metrics), with bench --accounting. */
@@ -44,16 +48,18 @@ export interface ProcessProbe {
 /**
  * Runs `fn`, measuring wall time, the executor's CPU and writes, and the machine's CPU; with
  * `statements`, also the executor's statements (the harness's name `harnessMarker`, its schema);
- * with `scrape`, the executor's own accounting.
+ * with `scrape`, the executor's own accounting; with `backends`, the CPU of the PostgreSQL
+ * backends serving it.
  */
 export async function withResources<T>(
   proc: ProcessProbe,
   fn: () => Promise<T>,
-  probes: { statements?: { probe: StatementProbe; harnessMarker: string }; scrape?: () => Promise<MetricSample> } = {},
+  probes: { statements?: { probe: StatementProbe; harnessMarker: string }; scrape?: () => Promise<MetricSample>; backends?: BackendCpuProbe } = {},
 ): Promise<{ result: T; resources: ScenarioResources }> {
-  const { statements, scrape } = probes;
+  const { statements, scrape, backends } = probes;
   const a0 = await scrape?.();
   const s0 = await statements?.probe.snapshot();
+  await backends?.start();
   const m0 = cpuSnapshot();
   const c0 = proc.cpuSeconds();
   const w0 = proc.writeSyscalls();
@@ -63,6 +69,7 @@ export async function withResources<T>(
   const c1 = proc.cpuSeconds();
   const w1 = proc.writeSyscalls();
   const m1 = cpuSnapshot();
+  const pgCpu = await backends?.stop();
   const s1 = await statements?.probe.snapshot();
   const a1 = await scrape?.();
   const total = m1.total - m0.total;
@@ -73,6 +80,7 @@ export async function withResources<T>(
       executorCpuPercent: ((c1 - c0) / (wallMs / 1000)) * 100,
       machineBusyPercent: total > 0 ? ((m1.busy - m0.busy) / total) * 100 : Number.NaN,
       executorWrites: w1 - w0,
+      ...(pgCpu ? { postgresCpuSeconds: pgCpu.cpuSeconds, postgresBackends: pgCpu.backends } : {}),
       ...(statements && s0 && s1 ? { statements: statements.probe.diff(s0, s1, statements.harnessMarker) } : {}),
       ...(a0 && a1 ? { accounting: diffAccounting(a0, a1) } : {}),
     },

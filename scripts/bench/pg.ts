@@ -71,7 +71,7 @@ export function newSchemaName(label: string): string {
 /**
  * Registers the schema's DROP with `cleanup` and returns a function that drops it now, with what
  * a stepd migration creates beside it: pg-boss's `<schema>_boss` and the `<schema>_executor` and
- * `<schema>_client` roles (each dropped if it exists; a role still referenced elsewhere stays).
+ * `<schema>_client` and `<schema>_worker` roles (each dropped if it exists; a role still referenced elsewhere stays).
  */
 export function dropSchemaLater(cleanup: Cleanup, url: string, schema: string): () => Promise<void> {
   return cleanup.add(`drop schema ${schema}`, async () => {
@@ -80,7 +80,7 @@ export function dropSchemaLater(cleanup: Cleanup, url: string, schema: string): 
     try {
       await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
       await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(`${schema}_boss`)} CASCADE`);
-      for (const role of [`${schema}_executor`, `${schema}_client`]) {
+      for (const role of [`${schema}_executor`, `${schema}_client`, `${schema}_worker`]) {
         await client.query(`DROP ROLE IF EXISTS ${client.escapeIdentifier(role)}`).catch(() => {});
       }
     } finally {

@@ -11,13 +11,21 @@
  * while batches come back full; no cron, no supervisor (maintenance would only add noise).
  */
 import { PgBoss } from 'pg-boss';
-import { MS_BETWEEN, newSchemaName, pollUntil, TimeoutError, dropSchemaLater, type Cleanup } from './pg.js';
+import type pg from 'pg';
+import { BackendCpuProbe } from './backendCpu.js';
+import { clientPool, MS_BETWEEN, newSchemaName, pollUntil, TimeoutError, dropSchemaLater, type Cleanup } from './pg.js';
 import { summarize, type LatencySummary } from './stats.js';
 
 export interface PgBossThroughputResult {
   jobs: number;
   elapsedMs: number;
   jobsPerSec: number;
+  /**
+   * CPU per job while the measured jobs ran: this process (pg-boss's client, and the harness's
+   * light polling), and the PostgreSQL backends of pg-boss's own connections (backendCpu.ts).
+   */
+  clientCpuMsPerJob?: number;
+  postgresCpuMsPerJob?: number;
   timedOut: boolean;
 }
 
@@ -50,11 +58,12 @@ async function jobQuery<R>(boss: PgBoss, text: string, values: unknown[]): Promi
   return (await boss.getDb().executeSql(text, values)).rows as R[];
 }
 
-async function waitForCompleted(boss: PgBoss, schema: string, queue: string, count: number, timeoutMs: number): Promise<boolean> {
+/** Polls on the harness's own connection (`reader`), so pg-boss's connections carry only its work. */
+async function waitForCompleted(reader: pg.Pool, schema: string, queue: string, count: number, timeoutMs: number): Promise<boolean> {
   try {
     await pollUntil(
       async () => {
-        const [r] = await jobQuery<{ n: number }>(boss, `SELECT count(*)::int AS n FROM ${schema}.job WHERE name = $1 AND state = 'completed'`, [queue]);
+        const { rows: [r] } = await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.job WHERE name = $1 AND state = 'completed'`, [queue]);
         return r!.n >= count;
       },
       { what: `${count} pg-boss jobs in ${queue}`, intervalMs: 20, timeoutMs },
@@ -67,29 +76,38 @@ async function waitForCompleted(boss: PgBoss, schema: string, queue: string, cou
 }
 
 /** Inserts `count` no-op jobs at once into a fresh queue worked with the throughput settings. */
-async function noopJobs(boss: PgBoss, schema: string, queue: string, count: number, timeoutMs: number): Promise<boolean> {
+async function noopJobs(boss: PgBoss, reader: pg.Pool, schema: string, queue: string, count: number, timeoutMs: number): Promise<boolean> {
   await boss.createQueue(queue, { notify: true });
   await boss.work<object>(queue, { ...PGBOSS_THROUGHPUT_WORK }, async () => {});
   await boss.insert(queue, Array.from({ length: count }, (_, i) => ({ data: { i } })));
-  const timedOut = await waitForCompleted(boss, schema, queue, count, timeoutMs);
+  const timedOut = await waitForCompleted(reader, schema, queue, count, timeoutMs);
   await boss.offWork(queue);
   return timedOut;
 }
 
-async function throughput(boss: PgBoss, schema: string, count: number, timeoutMs: number, queue = 'bench_noop'): Promise<PgBossThroughputResult> {
+async function throughput(boss: PgBoss, reader: pg.Pool, schema: string, count: number, timeoutMs: number, queue = 'bench_noop'): Promise<PgBossThroughputResult> {
   // A warm-up, as the stepd executor gets: first compilations and plans stay out of the figure.
-  await noopJobs(boss, schema, `${queue}_warmup`, Math.min(2_000, count), timeoutMs);
-  const timedOut = await noopJobs(boss, schema, queue, count, timeoutMs);
+  await noopJobs(boss, reader, schema, `${queue}_warmup`, Math.min(2_000, count), timeoutMs);
+  const backends = new BackendCpuProbe({ query: (text, values) => reader.query(text, values), clientPid: process.pid, applicationName: 'stepd-bench-pgboss' });
+  await backends.start();
+  const cpu0 = process.cpuUsage();
+  const timedOut = await noopJobs(boss, reader, schema, queue, count, timeoutMs);
+  const cpu = process.cpuUsage(cpu0);
+  const pgCpu = await backends.stop();
   const [r] = await jobQuery<{ jobs: number; elapsed_ms: number }>(
     boss,
     `SELECT count(*) FILTER (WHERE state = 'completed')::int AS jobs, ${MS_BETWEEN('min(created_on)', 'max(completed_on)')} AS elapsed_ms
        FROM ${schema}.job WHERE name = $1`,
     [queue],
   );
-  return { jobs: r!.jobs, elapsedMs: r!.elapsed_ms, jobsPerSec: (r!.jobs / r!.elapsed_ms) * 1000, timedOut };
+  return {
+    jobs: r!.jobs, elapsedMs: r!.elapsed_ms, jobsPerSec: (r!.jobs / r!.elapsed_ms) * 1000, timedOut,
+    clientCpuMsPerJob: (cpu.user + cpu.system) / 1000 / Math.max(1, r!.jobs),
+    postgresCpuMsPerJob: (pgCpu.cpuSeconds * 1000) / Math.max(1, r!.jobs),
+  };
 }
 
-async function chain(boss: PgBoss, schema: string, length: number, timeoutMs: number): Promise<PgBossChainResult> {
+async function chain(boss: PgBoss, reader: pg.Pool, schema: string, length: number, timeoutMs: number): Promise<PgBossChainResult> {
   const queue = 'bench_chain';
   await boss.createQueue(queue, { notify: true });
   await boss.work<{ i: number }>(queue, { ...PGBOSS_CHAIN_WORK }, async (jobs) => {
@@ -99,7 +117,7 @@ async function chain(boss: PgBoss, schema: string, length: number, timeoutMs: nu
     }
   });
   await boss.send(queue, { i: 0 });
-  const timedOut = await waitForCompleted(boss, schema, queue, length, timeoutMs);
+  const timedOut = await waitForCompleted(reader, schema, queue, length, timeoutMs);
   await boss.offWork(queue);
   const rows = await jobQuery<{ hop_ms: number | null }>(
     boss,
@@ -122,16 +140,19 @@ export async function runPgBoss(opts: { url: string; cleanup: Cleanup; jobs: num
   const boss = new PgBoss({ connectionString: opts.url, schema, useListenNotify: true, schedule: false, supervise: false, max: 10, application_name: 'stepd-bench-pgboss' });
   const errors: Error[] = [];
   boss.on('error', (err: Error) => errors.push(err));
+  const reader = clientPool(opts.url, 2);
+  const closeReader = opts.cleanup.add('close pg-boss reader', () => reader.end());
   const stop = opts.cleanup.add('stop pg-boss', () => boss.stop({ graceful: false, timeout: 2_000 }));
   try {
     await boss.start();
-    const t = await throughput(boss, schema, opts.jobs, opts.timeoutMs);
-    const sustained = opts.sustainedJobs === undefined ? undefined : await throughput(boss, schema, opts.sustainedJobs, opts.timeoutMs, 'bench_sustained');
-    const c = await chain(boss, schema, opts.chain, opts.timeoutMs);
+    const t = await throughput(boss, reader, schema, opts.jobs, opts.timeoutMs);
+    const sustained = opts.sustainedJobs === undefined ? undefined : await throughput(boss, reader, schema, opts.sustainedJobs, opts.timeoutMs, 'bench_sustained');
+    const c = await chain(boss, reader, schema, opts.chain, opts.timeoutMs);
     if (errors.length > 0) throw new Error(`pg-boss reported ${errors.length} error(s), e.g. ${errors[0]!.message}`);
     return { throughput: t, ...(sustained ? { sustained } : {}), chain: c };
   } finally {
     await stop();
+    await closeReader();
     await drop();
   }
 }

@@ -175,6 +175,7 @@ export function formatReport(opts: {
       f.label,
       value,
       range,
+      ratio(f.vsFloor),
       ratio(f.vsCeiling),
       ratio(f.vsPgBoss),
       f.target ? `${f.target.met ? '✓' : '✗'} ${f.target.text}` : '',
@@ -201,6 +202,11 @@ export function formatReport(opts: {
         return res && n ? (res.executorCpuPercent / 100) * res.wallMs / n : undefined;
       }, 2, 'ms'),
       med((r) => {
+        const res = r.stepd.resources[k];
+        const n = stepsOf(r.stepd, k);
+        return res?.postgresCpuSeconds !== undefined && n ? (res.postgresCpuSeconds * 1000) / n : undefined;
+      }, 2, 'ms'),
+      med((r) => {
         const n = stepsOf(r.stepd, k);
         return n ? (r.stepd.resources[k]?.executorWrites ?? Number.NaN) / n : undefined;
       }, 1, ''),
@@ -218,30 +224,37 @@ export function formatReport(opts: {
   const lines = [
     '',
     `stepd benchmark — ${env.date}${settings.quick ? '  (BENCH_QUICK: reduced sizes)' : ''}${settings.profileDir ? `  (BENCH_PROFILE: executor profiled into ${settings.profileDir}; figures not comparable)` : ''}`,
-    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}, io ${s.io}×3 (concurrency ${settings.ioConcurrency}), large fan-out ${s.fanoutLarge}`,
+    `  runs: ${opts.runs.length} (median, min – max)   sizes: throughput ${s.throughput}, chain ${s.chain}, fan-out ${s.fanout}, gates ${s.gates}, finished rows ${s.scaleRows.toLocaleString('en-US')}, io ${s.io}×3 (concurrency ${settings.ioConcurrency}), large fan-out ${s.fanoutLarge}, floor ${s.floor} and ${s.floorHops} hops`,
     ...(settings.only.length < SCENARIOS.length ? [`  only: ${settings.only.join(', ')}`] : []),
     `  machine: ${env.machine.cpus} CPU (${env.machine.cpuModel}), ${env.machine.memoryGiB} GiB, Linux ${env.machine.kernel}; node ${env.node}; commit ${env.commit ?? 'unknown'}`,
     `  PostgreSQL ${pg.server_version}: synchronous_commit=${pg.synchronous_commit} fsync=${pg.fsync} shared_buffers=${pg.shared_buffers} max_connections=${pg.max_connections} work_mem=${pg.work_mem} jit=${pg.jit}`,
     `  stepd executor: its own process, default settings; ceiling via ${ceilingTool}; claim statement from ${opts.scale?.statementSource ?? 'n/a'}`,
     '',
-    table(['scenario', 'measure', 'median', 'min – max', '÷ ceiling', '÷ pg-boss', 'target', 'note'], rows),
+    table(['scenario', 'measure', 'median', 'min – max', '÷ floor', '÷ ceiling', '÷ pg-boss', 'target', 'note'], rows),
     '',
     '  where the time went (medians): wall time of the scenario, the executor process\'s CPU (100 % = one core),',
     `  the whole machine's CPU (100 % = all ${env.machine.cpus} cores busy: PostgreSQL, the harness, anything else),`,
-    '  executor CPU per step, and executor write syscalls per step (≈ database round trips per step)',
+    '  executor CPU per step, the CPU of the PostgreSQL backends serving the executor\'s connections per step (/proc, by',
+    '  client port; not the server\'s background processes), and executor write syscalls per step (≈ database round trips per step)',
     '',
-    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
+    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'PG CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
     '',
     ...statementLines,
     ...formatComparison(opts.runs),
     ...(warning ? [`  ${warning}`, ''] : []),
     ...opts.runs.flatMap((r, i) => [...r.stepd.errors, ...r.errors].map((e) => `  ✗ run ${i + 1}: ${e.scenario} failed: ${e.message.split('\n')[0]}`)),
-    '  ÷ ceiling / ÷ pg-boss: stepd figure divided by the same figure of the peer in the same run (median of runs);',
+    '  ÷ floor / ÷ ceiling / ÷ pg-boss: the figure divided by the same figure of the peer in the same run (median of runs);',
     '  for rates higher is better, for times lower is better. Ceiling per transition = 1000 / (1-client transitions/s) ms.',
     '  chain hop = completed_at(i+1) − completed_at(i); handoff = started_at(i+1) − completed_at(i) (database clock).',
     '  fan-out items/s ÷ pg-boss: against pg-boss\'s no-op jobs/s. wake-up = the gate\'s started_at − readied_at (the readying',
     '  UPDATE\'s transaction time): includes that UPDATE\'s own commit. claim: the executor\'s claim statement (limit = its default',
     '  concurrency) on two schemas that differ only in the finished rows, alternating claim by claim, each rolled back.',
+    ...(opts.runs.some((r) => r.floor) ? [
+      `  floor: the row work of a one-step workflow alone (batches of ${opts.runs.find((r) => r.floor)!.floor!.batch}, a transaction per half) and of a chain hop (a transaction`,
+      '  each), in one server-side DO loop, on bare tables of stepd\'s columns and on stepd\'s schema as the executor role; the faster',
+      '  of two passes each. ÷ floor is against stepd\'s schema (for CPU per workflow: the floor\'s backend CPU per workflow).',
+      '  No NOTIFYs, reads or guards of the executor\'s statements in it.',
+    ] : []),
     `  total time: ${opts.durationSeconds.toFixed(0)} s`,
     '',
   ];

@@ -46,10 +46,13 @@ export interface BenchSizes {
   /** Scenario 9: concurrency keys (limit 1 each), and single-step workflows per key. */
   keys: number;
   perKey: number;
+  /** Scenario 0, the floor (bench/floor.ts): one-step workflows per pass, and hops of its chain. */
+  floor: number;
+  floorHops: number;
 }
 
 /** Scenario names accepted by --only, in the order they run. */
-export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'workers', 'foreach10k', 'keys', 'idle', 'ceiling', 'pgboss', 'scale'] as const;
+export const SCENARIOS = ['throughput', 'sustained', 'chain', 'foreach1k', 'foreach1kFirst', 'wakeup', 'signals', 'gaterace', 'io', 'workers', 'foreach10k', 'keys', 'idle', 'floor', 'ceiling', 'pgboss', 'scale'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchSettings {
@@ -88,8 +91,8 @@ export interface BenchSettings {
 
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10, workers: 10_000, workerChain: 100 };
-const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360, keys: 1_000, perKey: 2, workers: 1_000, workerChain: 30 };
+const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10, workers: 10_000, workerChain: 100, floor: 20_000, floorHops: 1_000 };
+const SMALL: BenchSizes = { throughput: 1_000, sustained: 5_000, chain: 200, fanout: 200, gates: 50, scaleRows: 100_000, io: 1_000, fanoutLarge: 2_000, signals: 2_000, signalsPerSecond: 1_000, raceGates: 360, racePerSecond: 360, keys: 1_000, perKey: 2, workers: 1_000, workerChain: 30, floor: 2_000, floorHops: 200 };
 
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;

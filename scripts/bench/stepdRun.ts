@@ -15,6 +15,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { migrate } from '../../src/db/migrate.js';
 import { runChain, type ChainResult } from './chain.js';
+import { BackendCpuProbe } from './backendCpu.js';
 import { freePort, scrapeMetrics } from './executorAccounting.js';
 import { ExecutorProcess } from './executorProcess.js';
 import { runFanout, type FanoutResult } from './fanout.js';
@@ -113,6 +114,7 @@ export async function runStepdScenarios(opts: {
       const { result, resources } = await withResources(ctx.executor, fn, {
         ...(opts.statements ? { statements: { probe: opts.statements, harnessMarker: schema } } : {}),
         ...(port !== undefined ? { scrape: () => scrapeMetrics(port) } : {}),
+        backends: new BackendCpuProbe({ query: (text, values) => db.query(text, values), clientPid: ctx.executor.pid }),
       });
       out[key] = result as StepdRunResult[K];
       out.resources[key] = resources;

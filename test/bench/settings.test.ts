@@ -16,6 +16,14 @@ describe('bench settings', () => {
     expect(() => benchSettingsFrom({}, ['--only', 'nope'])).toThrow(/unknown scenario\(s\) nope/);
   });
 
+  it('runs the floor in a default run, and alone with --only floor', () => {
+    expect(benchSettingsFrom({}, []).only).toContain('floor');
+    const s = benchSettingsFrom({}, ['--only', 'floor,throughput,pgboss', '--size', 'small']);
+    expect(s.only).toEqual(['throughput', 'floor', 'pgboss']);
+    expect(s.sizes.floor).toBeGreaterThan(0);
+    expect(s.sizes.floorHops).toBeGreaterThan(0);
+  });
+
   it('answers --help and -h with a usage text that lists every scenario and flag', () => {
     expect(wantsHelp(['--help'])).toBe(true);
     expect(wantsHelp(['--only', 'io', '-h'])).toBe(true);
