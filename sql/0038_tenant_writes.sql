@@ -106,7 +106,8 @@ BEGIN
 END;
 $$;
 
-CREATE TRIGGER workflow_steps_guard_ready_owner
+-- Named to fire after the specific guards (signal waits, worker tasks), whose errors say more.
+CREATE TRIGGER workflow_steps_ready_owner
   BEFORE UPDATE OF status ON workflow_steps
   FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status = 'ready' AND NOT stepd_is_executor())
   EXECUTE FUNCTION stepd_guard_ready_owner();

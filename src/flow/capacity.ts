@@ -74,6 +74,15 @@ export function renderKey(template: string, scope: TemplateScope): string {
   return text.length > MAX_KEY_CHARS ? text.slice(0, MAX_KEY_CHARS) : text;
 }
 
+/**
+ * A key value as counted: the workflow's role (created_role, percent-encoded so it never holds
+ * a `/`) before the value, so one role's keys are never another's (DESIGN.md §7: a tenant holding
+ * a key value another service uses must not stall it). The executor's own rows have no role: `/key`.
+ */
+export function roleScopedKey(role: string | null | undefined, key: string): string {
+  return `${encodeURIComponent(role ?? '')}/${key}`;
+}
+
 /** Keys people write for capacity in a flow, and where that knob lives instead. */
 const MISPLACED: Record<string, string> = {
   priority: 'priority is set on the workflow row when it is inserted (workflows.priority, capped per role by clients.ROLE.maxPriority), not in the flow',
