@@ -5,16 +5,10 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, getWorkflow, insertWorkflow, onCleanup, startExecutor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
-import { createLoginRole, schemaRoles } from '../security/helpers.js';
-import { runCli } from './helpers.js';
+import { createTestSchema, getWorkflow, insertWorkflow, onCleanup, startExecutor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { clientEnv, runCli } from './helpers.js';
 
 const GATE = { start: 'ok', steps: { ok: { approval: true, done: true } } };
-
-async function clientEnv(t: TestSchema, name: string): Promise<{ role: string; env: Record<string, string> }> {
-  const { role, url } = await createLoginRole(t, schemaRoles(t.schema).client, `${name}_${t.schema.slice(2, 8)}`);
-  return { role, env: { DATABASE_URL: url, STEPD_SCHEMA: t.schema } };
-}
 
 describe('another role’s workflow from the CLI', () => {
   it('cancel and approve are refused naming the rule; the role’s own work is not', async () => {
