@@ -149,6 +149,18 @@ describe('a client role cannot change another role’s workflows', () => {
     expect((await getWorkflow(env.t, failed)).status).toBe('failed');
   });
 
+  it('signals stay broadcast (DESIGN §2c): another role’s signal wakes the victim’s wait, stamped with the sender’s role', async () => {
+    const env = await victimEnv();
+    const flow = { start: 'wait', steps: { wait: { signal: { name: 'payment.received', key: '{{input.order}}' }, done: true, output: '{{result}}' } } };
+    const id = await clientInsert(env.victim, flow, { input: { order: 'o-7' } });
+    await waitForStep(env.t, id, 'wait', 'pending');
+    await env.client.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment.received', 'o-7', '{"role": "forged"}')`);
+    const done = await waitForWorkflow(env.t, id);
+    expect(done.status, JSON.stringify(done.error)).toBe('completed');
+    // The flow can tell who sent it: the role is the database's, the payload the sender's.
+    expect(done.output).toMatchObject({ name: 'payment.received', key: 'o-7', role: env.client.role, payload: { role: 'forged' } });
+  });
+
   it('a role granted the victim’s role acts for it; a trusted login cancels and readies anything', async () => {
     const env = await victimEnv();
     const id = await clientInsert(env.victim, GATE_FLOW);
