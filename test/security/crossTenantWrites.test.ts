@@ -139,7 +139,7 @@ describe('a client role cannot change another role’s workflows', () => {
     expect(env.probe.callsOf(id)).toEqual([]);
   });
 
-  it('redrive, fork and delete of the victim’s workflows are refused (the map of the rest)', async () => {
+  it('redrive, fork and delete of the victim’s workflows, and changes to its schedules, triggers and flow names, are refused (the map of the rest)', async () => {
     const env = await victimEnv();
     const failed = await clientInsert(env.victim, FAILING_FLOW);
     expect((await waitForWorkflow(env.t, failed)).status).toBe('failed');
@@ -147,6 +147,20 @@ describe('a client role cannot change another role’s workflows', () => {
     await refused(env.client.q(`SELECT stepd.fork_workflow($1)`, [failed]), /.+/);
     await refused(env.client.q(`SELECT stepd.delete_workflows(ARRAY[$1::bigint])`, [failed]), /may delete only its own/);
     expect((await getWorkflow(env.t, failed)).status).toBe('failed');
+
+    // The victim's schedule, signal trigger and flow name are its own too.
+    const sched = `s_${env.victim.role}`;
+    const trig = `t_${env.victim.role}`;
+    await env.victim.q(`INSERT INTO stepd.schedules (name, cron, flow) VALUES ($1, '0 3 * * *', 'kid')`, [sched]);
+    await env.victim.q(`INSERT INTO stepd.triggers (name, signal, flow) VALUES ($1, 'order.placed', 'kid')`, [trig]);
+    await refused(env.client.q(`UPDATE stepd.schedules SET paused = true WHERE name = $1`, [sched]), /.+/);
+    await refused(env.client.q(`UPDATE stepd.schedules SET cron = '* * * * *' WHERE name = $1`, [sched]), /.+/);
+    await refused(env.client.q(`SELECT stepd.remove_schedule($1)`, [sched]), /.+/);
+    await refused(env.client.q(`UPDATE stepd.triggers SET flow = 'other' WHERE name = $1`, [trig]), /.+/);
+    await refused(env.client.q(`SELECT stepd.remove_trigger($1)`, [trig]), /.+/);
+    await refused(env.client.q(`INSERT INTO stepd.flows (name, flow) VALUES ('kid', $1)`, [JSON.stringify(GATE_FLOW)]), /.+/);
+    expect(await env.t.q(`SELECT paused, cron FROM stepd.schedules WHERE name = $1`, [sched])).toEqual([{ paused: false, cron: '0 3 * * *' }]);
+    expect(await env.t.q(`SELECT flow FROM stepd.triggers WHERE name = $1`, [trig])).toEqual([{ flow: 'kid' }]);
   });
 
   it('signals stay broadcast (DESIGN §2c): another role’s signal wakes the victim’s wait, stamped with the sender’s role', async () => {
