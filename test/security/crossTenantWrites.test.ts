@@ -9,6 +9,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { OperationError } from '../../src/api/errors.js';
+import { Operations } from '../../src/api/operations.js';
+import { createKysely, createPool } from '../../src/db/connect.js';
 import { describe, expect, it } from 'vitest';
 import {
   clientInsert,
@@ -173,6 +176,23 @@ describe('a client role cannot change another role’s workflows', () => {
     expect(done.status, JSON.stringify(done.error)).toBe('completed');
     // The flow can tell who sent it: the role is the database's, the payload the sender's.
     expect(done.output).toMatchObject({ name: 'payment.received', key: 'o-7', role: env.client.role, payload: { role: 'forged' } });
+  });
+
+  it('through the operations layer as the attacker’s own role (`stepd mcp` on stdio): a user name that passes its check still meets the database’s rule', async () => {
+    const env = await victimEnv();
+    const id = await clientInsert(env.victim, GATE_FLOW, { user: env.victim.role });
+    const gate = await waitForStep(env.t, id, 'approve', 'pending');
+    const pool = createPool({ url: env.client.url, schema: env.t.schema, role: 'client', max: 1 });
+    const db = createKysely(pool);
+    onCleanup(() => db.destroy());
+    const ops = new Operations({ pool, db, schema: env.t.schema });
+    // The attacker claims to be the victim's user (STEPD_USER is the caller's to set).
+    const cancel = await ops.cancelWorkflow(env.victim.role, { workflowId: id }).catch((e: unknown) => e as OperationError);
+    expect(cancel).toBeInstanceOf(OperationError);
+    expect(cancel).toMatchObject({ code: 'permission_denied', message: expect.stringMatching(/may cancel only .*clients\.actAs/) });
+    const approve = await ops.approveStep(env.victim.role, { stepId: gate.id }).catch((e: unknown) => e as OperationError);
+    expect(approve).toMatchObject({ code: 'permission_denied', message: expect.stringMatching(/may ready only/) });
+    expect(await rowsOf(env, id)).toMatchObject({ status: 'running' });
   });
 
   it('a role granted the victim’s role acts for it; a trusted login cancels and readies anything', async () => {
