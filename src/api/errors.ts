@@ -52,6 +52,11 @@ export function toOperationError(err: unknown): OperationError {
   if (code === '23514' || code === '23505') return new OperationError('refused', (err as Error).message, { cause: err });
   // 54000: a value over the operator's caps, refused by the database before any work (sql/0021).
   if (code === '22P02' || code === '22003' || code === '54000') return new OperationError('invalid_input', (err as Error).message, { cause: err });
+  // 42501: a missing grant, or a tenant rule (sql/0038: cancel or ready only what the role acts for); the hint says who may.
+  if (code === '42501') {
+    const hint = (err as { hint?: unknown }).hint;
+    return new OperationError('permission_denied', typeof hint === 'string' && hint !== '' ? `${(err as Error).message}. ${hint}` : (err as Error).message, { cause: err });
+  }
   return new OperationError('internal', err instanceof Error ? err.message : String(err), { cause: err });
 }
 

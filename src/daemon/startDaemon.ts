@@ -110,7 +110,7 @@ export async function startDaemon(flags: DaemonFlags, dataDir: string): Promise<
       });
     }
     // Webhooks (config notify) through pg-boss, in the background like schedules.
-    if (file.config.notify?.length) notifications = (await import('../notify/startNotifications.js')).startNotifications({ databaseUrl: url, schema: options.schema, log, hooks: file.config.notify, links: file.config.approvalLinks, httpUrl: http?.url, ...(metrics ? { metrics: metrics.notifications } : {}) });
+    if (file.config.notify?.length) notifications = (await import('../notify/startNotifications.js')).startNotifications({ databaseUrl: url, schema: options.schema, log, hooks: file.config.notify, links: file.config.approvalLinks, httpUrl: http?.url, http: file.config.http, ...(metrics ? { metrics: metrics.notifications } : {}) });
   } catch (err) {
     await http?.close().catch(() => {});
     await notifications?.stop().catch(() => {});

@@ -6,6 +6,7 @@ export * from './queries/common.js';
 export * from './queries/workflows.js';
 export * from './queries/claims.js';
 export * from './queries/capacity.js';
+export * from './queries/actAsRules.js';
 export * from './queries/outcomes.js';
 export * from './queries/steps.js';
 export * from './queries/fanouts.js';

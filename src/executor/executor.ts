@@ -17,6 +17,7 @@ import { createPool, type PoolOptions } from '../db/connect.js';
 import { nextStartAtInMs } from '../db/queries/startAt.js';
 import { writeSizeCaps } from '../db/queries/sizeCaps.js';
 import { writePriorityCaps } from '../db/queries/capacity.js';
+import { writeActAsRules } from '../db/queries/actAsRules.js';
 import { namingStatement, StepError } from '../errors.js';
 import { resolveCaps } from '../flow/caps.js';
 import { Listener } from './wakeups/listener.js';
@@ -215,6 +216,8 @@ export class Executor {
     // The database refuses clients' over-cap inputs, results and flows by these (sql/0021).
     await writeSizeCaps(this.pool, this.cache.compiler.caps, this.opts.executorId);
     await writePriorityCaps(this.pool, this.deps.clients, this.opts.executorId);
+    // Who may cancel or ready another role's work (sql/0038).
+    await writeActAsRules(this.pool, this.deps.clients, this.opts.executorId);
     await this.listener.start();
     try {
       await this.heartbeat.start();

@@ -68,3 +68,12 @@ export function renderKey(template: string, scope: TemplateScope): string {
   const text = typeof v === 'string' ? v : (JSON.stringify(v) ?? 'null');
   return text.length > MAX_KEY_CHARS ? text.slice(0, MAX_KEY_CHARS) : text;
 }
+
+/**
+ * A key value as counted: the workflow's role (created_role, percent-encoded so it never holds
+ * a `/`) before the value, so one role's keys are never another's (DESIGN.md §7: a tenant holding
+ * a key value another service uses must not stall it). The executor's own rows have no role: `/key`.
+ */
+export function roleScopedKey(role: string | null | undefined, key: string): string {
+  return `${encodeURIComponent(role ?? '')}/${key}`;
+}

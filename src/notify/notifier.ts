@@ -8,14 +8,22 @@
  *   - delivery: pg-boss works the queue; each job POSTs its JSON body to its hook's URL, signed
  *     (signature.ts), and a failure (a network error, a non-2xx answer) is retried by pg-boss with
  *     back-off. At least once, after commit. The secret never leaves this process: jobs carry
- *     the hook's index and URL, not the secret, and nothing logs it.
+ *     the hook's index and URL, not the secret, and nothing logs it;
+ *   - egress: a delivery goes through the egress policy of `http.request` (src/tools/egress.ts,
+ *     the config's `http.allow`): the hook's host is resolved, every address checked, and the
+ *     socket connects to exactly the checked address. A refused URL (loopback, private, metadata,
+ *     any IANA special-purpose range, the host's own interfaces) never connects: its job fails at
+ *     once, not retried, with `{ code: 'egress_denied' }` as its output. Redirects are never
+ *     followed (a 3xx is an error answer, retried), so no redirect can lead past the check.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { PgBoss, type Job } from 'pg-boss';
+import { PgBoss, type Job, type JobResult } from 'pg-boss';
 import { createPool, withTransaction } from '../db/connect.js';
 import { getNotifiedStep, getNotifiedWorkflow, insertApprovalLinks, takeOutboxRows, type NewApprovalLink, type OutboxRow } from '../db/queries/notifications.js';
 import type { Logger } from '../logger.js';
+import { EgressDeniedError, EgressPolicy } from '../tools/egress.js';
+import { egressFetch } from '../tools/llm/egressFetch.js';
 import { bossSchemaName, clientDb, NOTIFY_QUEUE, NOTIFY_QUEUE_OPTIONS } from '../schedules/bossSchema.js';
 import { failedPayload, gateOf, linkUsers, waitingPayload, type LinkPair } from './notificationPayload.js';
 import { DEFAULT_LINK_TTL_MS, type NotifyHook } from './notifyConfig.js';
@@ -39,6 +47,8 @@ export interface NotifierOptions {
   timeoutMs?: number;
   /** Counts each delivery attempt, sent or failed (the daemon's /metrics). */
   metrics?: Pick<NotifyMetrics, 'sent' | 'failed'>;
+  /** Where deliveries may connect (default: the built-in refusals, no allow entries). */
+  egress?: EgressPolicy;
 }
 
 export interface NotifyJob {
@@ -56,9 +66,11 @@ export class Notifier {
   private timer: NodeJS.Timeout | undefined;
   private pass: Promise<void> | undefined;
   private stopping = false;
+  private readonly post: ReturnType<typeof egressFetch>;
 
   constructor(private readonly opts: NotifierOptions) {
     this.log = opts.log.child({ component: 'notify' });
+    this.post = egressFetch({ egress: opts.egress ?? new EgressPolicy(), user: null, maxBytes: 1024 * 1024 });
     this.pool = createPool({ url: opts.databaseUrl, schema: opts.schema, role: 'executor', max: 2, applicationName: `stepd-notify:${opts.schema}` });
   }
 
@@ -76,8 +88,10 @@ export class Notifier {
     boss.on('error', (err: unknown) => this.log.warn({ err }, 'pg-boss reported an error (it retries on its own)'));
     await boss.start();
     if (!(await boss.getQueue(NOTIFY_QUEUE))) await boss.createQueue(NOTIFY_QUEUE, NOTIFY_QUEUE_OPTIONS);
-    await boss.work<NotifyJob>(NOTIFY_QUEUE, { pollingIntervalSeconds: this.opts.workPollSeconds ?? 1, batchSize: 1 }, async (jobs) => {
-      for (const job of jobs) await this.deliver(job);
+    await boss.work<NotifyJob>(NOTIFY_QUEUE, { pollingIntervalSeconds: this.opts.workPollSeconds ?? 1, batchSize: 1, perJobResults: true }, async (jobs) => {
+      const results: JobResult[] = [];
+      for (const job of jobs) results.push(await this.deliver(job));
+      return results;
     });
     this.boss = boss;
     this.schedule(0);
@@ -166,19 +180,23 @@ export class Notifier {
     return pairs;
   }
 
-  /** POSTs one job's event to its hook, signed; throws (pg-boss retries) unless it answered 2xx. */
-  private async deliver(job: Job<NotifyJob>): Promise<void> {
+  /**
+   * POSTs one job's event to its hook, signed, through the egress check. `completed` on a 2xx;
+   * `failed` (pg-boss retries) on a network error or another answer; `deadletter` (never retried,
+   * never connected) when egress refuses the URL.
+   */
+  private async deliver(job: Job<NotifyJob>): Promise<JobResult> {
     const hook = this.opts.hooks[job.data.hook];
     if (!hook || hook.url !== job.data.url) {
       this.log.warn({ jobId: job.id, hook: job.data.hook }, 'a notification for a hook no longer configured: dropped');
-      return;
+      return { id: job.id, status: 'completed', output: { dropped: 'hook no longer configured' } };
     }
     const body = JSON.stringify(job.data.event);
+    const where = { jobId: job.id, hook: job.data.hook, type: job.data.event.type };
     let res: Response;
     try {
-      res = await fetch(hook.url, {
+      res = await this.post(hook.url, {
         method: 'POST',
-        redirect: 'manual',
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? 10_000),
         headers: {
           'content-type': 'application/json',
@@ -190,17 +208,22 @@ export class Notifier {
         body,
       });
     } catch (err) {
+      if (err instanceof EgressDeniedError) {
+        this.log.warn({ ...where, code: err.code, error: err.message }, 'webhook refused by the egress rules (http.allow); not retried');
+        this.opts.metrics?.failed(job.data.event.type, 'egress_denied');
+        return { id: job.id, status: 'deadletter', output: { code: err.code, message: err.message, details: err.details } };
+      }
       this.opts.metrics?.failed(job.data.event.type, 'unreachable');
-      this.log.warn({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, error: (err as Error).message }, 'webhook delivery failed; pg-boss retries it');
-      throw new Error(`webhook ${job.data.hook} unreachable: ${(err as Error).message}`);
+      this.log.warn({ ...where, error: (err as Error).message }, 'webhook delivery failed; pg-boss retries it');
+      return { id: job.id, status: 'failed', output: { message: `webhook ${job.data.hook} unreachable: ${(err as Error).message}` } };
     }
-    await res.body?.cancel().catch(() => {});
     if (!res.ok) {
       this.opts.metrics?.failed(job.data.event.type, 'http_error');
-      this.log.warn({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, status: res.status }, 'webhook answered with an error; pg-boss retries it');
-      throw new Error(`webhook ${job.data.hook} answered ${res.status}`);
+      this.log.warn({ ...where, status: res.status }, 'webhook answered with an error; pg-boss retries it');
+      return { id: job.id, status: 'failed', output: { message: `webhook ${job.data.hook} answered ${res.status}` } };
     }
     this.opts.metrics?.sent(job.data.event.type);
-    this.log.info({ jobId: job.id, hook: job.data.hook, type: job.data.event.type, eventId: job.data.event.id }, 'webhook delivered');
+    this.log.info({ ...where, eventId: job.data.event.id }, 'webhook delivered');
+    return { id: job.id, status: 'completed' };
   }
 }

@@ -4,7 +4,9 @@
  * back-off and never stops the executor; events wait in the outbox meanwhile (an hour at most).
  */
 import { backoffMs } from '../executor/core/dbOutage.js';
+import type { HttpPolicyConfig } from '../configFile.js';
 import type { Logger } from '../logger.js';
+import { EgressPolicy } from '../tools/egress.js';
 import type { ApprovalLinksConfig, NotifyHook } from './notifyConfig.js';
 import { Notifier, type NotifierOptions } from './notifier.js';
 
@@ -22,7 +24,10 @@ export function startNotifications(opts: {
   httpUrl?: string | undefined;
   /** The daemon's delivery counters (when it serves /metrics). */
   metrics?: NotifierOptions['metrics'];
+  /** The config's `http` policy: webhooks obey the same egress rules as http.request. */
+  http?: HttpPolicyConfig | undefined;
 }): RunningNotifications {
+  const egress = new EgressPolicy({ policy: opts.http });
   const linkBaseUrl = opts.links?.baseUrl ?? opts.httpUrl;
   if (!linkBaseUrl) opts.log.info({}, 'notifications without approval links: the daemon serves no HTTP (--http) and approvalLinks.baseUrl is not set');
   let stopping = false;
@@ -35,6 +40,7 @@ export function startNotifications(opts: {
         schema: opts.schema,
         log: opts.log,
         hooks: opts.hooks,
+        egress,
         ...(linkBaseUrl ? { linkBaseUrl } : {}),
         ...(opts.links?.expiresIn !== undefined ? { linkTtlMs: opts.links.expiresIn } : {}),
         ...(opts.metrics ? { metrics: opts.metrics } : {}),

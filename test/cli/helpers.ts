@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onCleanup, TEST_DATABASE_URL, type TestSchema } from '../helpers/db.js';
 import { cleanEnv, tempDirSync } from '../helpers/isolation.js';
+import { createLoginRole, schemaRoles } from '../security/helpers.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = path.join(ROOT, 'dist', 'src', 'cli.js');
@@ -181,4 +182,10 @@ export async function processesNaming(text: string): Promise<number[]> {
     if (cmdline.includes(text) && (await isAlive(Number(entry)))) pids.push(Number(entry));
   }
   return pids;
+}
+
+/** A LOGIN role granted the schema's client role, and the environment that connects the CLI as it. */
+export async function clientEnv(t: TestSchema, name: string): Promise<{ role: string; env: Record<string, string> }> {
+  const { role, url } = await createLoginRole(t, schemaRoles(t.schema).client, `${name}_${t.schema.slice(2, 8)}`);
+  return { role, env: { DATABASE_URL: url, STEPD_SCHEMA: t.schema } };
 }

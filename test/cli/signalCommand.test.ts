@@ -5,17 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { asExecutor, createTestSchema, type TestSchema } from '../helpers/db.js';
-import { createLoginRole, schemaRoles } from '../security/helpers.js';
-import { runCli, tempDir } from './helpers.js';
+import { createLoginRole } from '../security/helpers.js';
+import { clientEnv, runCli, tempDir } from './helpers.js';
 
 async function signalRows(t: TestSchema): Promise<{ id: string; name: string; key: string | null; payload: unknown; created_role: string }[]> {
   return t.q(`SELECT id::text, name, key, payload, created_role FROM stepd.signals ORDER BY id`);
-}
-
-/** A LOGIN role granted the schema's client role, and the environment that connects as it. */
-async function clientEnv(t: TestSchema, name: string): Promise<{ role: string; env: Record<string, string> }> {
-  const { role, url } = await createLoginRole(t, schemaRoles(t.schema).client, `${name}_${t.schema.slice(2, 8)}`);
-  return { role, env: { DATABASE_URL: url, STEPD_SCHEMA: t.schema } };
 }
 
 describe('stepd signal', () => {

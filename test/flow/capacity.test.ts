@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renderKey, MAX_KEY_CHARS } from '../../src/flow/capacity.js';
+import { renderKey, roleScopedKey, MAX_KEY_CHARS } from '../../src/flow/capacity.js';
 import { compileFlow, validateFlow } from '../../src/flow/validate.js';
 import { parseRate, ratePolicy, bucketLabel } from '../../src/tools/rates.js';
 import { parseConfigFile } from '../../src/configFile.js';
@@ -47,6 +47,14 @@ describe('keyed concurrency in flow JSON', () => {
     expect(renderKey('acct-{{input.a}}', { input: { a: 7 } })).toBe('acct-7');
     expect(renderKey('{{input.a}}', { input: { a: { x: 1 } } })).toBe('{"x":1}');
     expect(renderKey('{{input.a}}', { input: { a: 'y'.repeat(500) } })).toHaveLength(MAX_KEY_CHARS);
+  });
+
+  it('counts a key value per role: the role, percent-encoded, before it (no role: an empty one)', () => {
+    expect(roleScopedKey('billing', 'acct-7')).toBe('billing/acct-7');
+    expect(roleScopedKey(null, 'acct-7')).toBe('/acct-7');
+    // A role name cannot be made to look like another role's key: its `/` is encoded.
+    expect(roleScopedKey('a/b', 'c')).toBe('a%2Fb/c');
+    expect(roleScopedKey('a', 'b/c')).not.toBe(roleScopedKey('a/b', 'c'));
   });
 });
 

@@ -48,7 +48,7 @@ describe('keyed concurrency', () => {
     await startExecutor(t, { concurrency: 4 });
     await waitAllEnded(t, ids);
     const spans = await t.q<{ key: string; from: string; to: string; status: string; attempts: number }>(
-      `SELECT w.concurrency_key AS key, w.status, extract(epoch FROM min(s.started_at)) * 1000 AS from,
+      `SELECT split_part(w.concurrency_key, '/', 2) AS key, w.status, extract(epoch FROM min(s.started_at)) * 1000 AS from,
               extract(epoch FROM w.completed_at) * 1000 AS to, max(s.attempt)::int AS attempts
          FROM stepd.workflows w JOIN stepd.workflow_steps s ON s.workflow_id = w.id
         WHERE w.id = ANY($1::bigint[]) GROUP BY w.id`,
@@ -84,7 +84,7 @@ describe('keyed concurrency', () => {
     const waiting = await waitFor(
       async () => {
         const rows = await t.q<{ status: string; attempt: number; executor_id: string | null; started_at: Date | null }>(
-          `SELECT status, attempt, executor_id, started_at FROM stepd.workflow_steps WHERE concurrency_key = 'acme' AND status = 'ready'`,
+          `SELECT status, attempt, executor_id, started_at FROM stepd.workflow_steps WHERE concurrency_key = session_user || '/acme' AND status = 'ready'`,
         );
         return rows.length === 3 ? rows : undefined;
       },
@@ -93,7 +93,7 @@ describe('keyed concurrency', () => {
     expect(waiting.every((r) => r.attempt === 1 && r.executor_id === null && r.started_at === null)).toBe(true);
     await waitAllEnded(t, ids);
     const steps = await t.q<{ workflow_id: string; status: string; attempt: number; key: string; from: number; to: number }>(
-      `SELECT workflow_id, status, attempt, concurrency_key AS key, extract(epoch FROM started_at) * 1000 AS from, extract(epoch FROM completed_at) * 1000 AS to
+      `SELECT workflow_id, status, attempt, split_part(concurrency_key, '/', 2) AS key, extract(epoch FROM started_at) * 1000 AS from, extract(epoch FROM completed_at) * 1000 AS to
          FROM stepd.workflow_steps WHERE workflow_id = ANY($1::bigint[]) ORDER BY id`,
       [ids],
     );

@@ -17,6 +17,7 @@ import { createLogger, type Logger } from '../../src/logger.js';
 import { Notifier, type NotifierOptions } from '../../src/notify/notifier.js';
 import type { NotifyHook } from '../../src/notify/notifyConfig.js';
 import { SIGNATURE_HEADER, verifySignature } from '../../src/notify/signature.js';
+import { EgressPolicy } from '../../src/tools/egress.js';
 import { onCleanup, startExecutor, type TestSchema } from '../helpers/db.js';
 
 export interface Delivery {
@@ -67,7 +68,10 @@ export interface NotifyStack {
   lines: string[];
 }
 
-export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts: { linkTtlMs?: number; metrics?: NotifierOptions['metrics'] } = {}): Promise<NotifyStack> {
+/** The receivers listen on loopback: allowed as an operator's `http.allow` would (webhooks obey the egress rules). */
+export const LOOPBACK_ALLOWED = new EgressPolicy({ policy: { allow: ['http://127.0.0.1:*'] } });
+
+export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts: { linkTtlMs?: number; egress?: EgressPolicy; metrics?: NotifierOptions['metrics'] } = {}): Promise<NotifyStack> {
   const lines: string[] = [];
   const log = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } as never });
   await startExecutor(t);
@@ -92,6 +96,7 @@ export async function startNotifyStack(t: TestSchema, hooks: NotifyHook[], opts:
     pollMs: 50,
     workPollSeconds: 0.5,
     retryDelaySeconds: 1,
+    egress: opts.egress ?? LOOPBACK_ALLOWED,
     ...(opts.linkTtlMs !== undefined ? { linkTtlMs: opts.linkTtlMs } : {}),
     ...(opts.metrics ? { metrics: opts.metrics } : {}),
   });

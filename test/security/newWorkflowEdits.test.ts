@@ -108,8 +108,10 @@ describe("a client edits only its own new workflows, never a sub-workflow's chil
     await env.t.q(`UPDATE stepd.workflows SET input = '{"n": 4}' WHERE id = ANY($1::bigint[])`, [[id, child]]);
     expect((await snapshot(env, child)).input).toEqual({ n: 4 });
 
-    // Cancel keeps its rules (any client may cancel a new or running workflow).
-    await env.client.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
+    // Cancel is the tenant's (sql/0038): the superuser wrote it last, so it answers for it now and
+    // the client may no longer cancel it; the superuser may.
+    await refused(env.client.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]), /may cancel only/);
+    await env.t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [id]);
     expect((await getWorkflow(env.t, id)).status).toBe('cancelled');
     await env.bystander.assertUndisturbedAndServed();
   });

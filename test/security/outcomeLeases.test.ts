@@ -84,12 +84,14 @@ interface Scene {
 }
 
 /** The victim's step and another role's step, both in their tool calls. */
-async function scene(opts: { victimFlow?: unknown; stepName?: string; inFlight?: () => boolean; config?: StepdFileConfig } = {}): Promise<Scene> {
+async function scene(opts: { victimFlow?: unknown; stepName?: string; inFlight?: () => boolean; config?: StepdFileConfig; victimOfClient?: boolean } = {}): Promise<Scene> {
   const tool = countedTool();
   const env = await securityEnv({ providers: [tool], options: SHORT_LEASES, ...(opts.config ? { config: opts.config } : {}) });
   const { t } = env;
   const other = await createClientRole(t);
-  const victim = await insertWorkflow(t, opts.victimFlow ?? ONE_STEP('counted.call', { v: 'victim' }), {}, { name: 'victim', user: 'victim' });
+  const victimFlow = opts.victimFlow ?? ONE_STEP('counted.call', { v: 'victim' });
+  // A client cancels only its own workflows (sql/0038): the cancel scenes hold the client's own.
+  const victim = opts.victimOfClient ? await clientInsert(env.client, victimFlow, { name: 'victim' }) : await insertWorkflow(t, victimFlow, {}, { name: 'victim', user: 'victim' });
   const beside = await clientInsert(other, ONE_STEP('counted.call', { v: 'beside' }));
   const victimInFlight = opts.inFlight ?? (() => tool.inFlight(victim));
   await waitFor(() => victimInFlight() && tool.inFlight(beside), 'both tool calls in flight');
@@ -173,7 +175,7 @@ describe('a client holding a workflow row while its step finishes', () => {
   }
 
   it('with a cancel left uncommitted: the tool runs once, and the workflow completes once the cancel is rolled back', async () => {
-    const s = await scene();
+    const s = await scene({ victimOfClient: true });
     const cancel = (conn: pg.PoolClient) => conn.query(`UPDATE ${s.t.schema}.workflows SET status = 'cancelled' WHERE id = $1 AND status IN ('new', 'running')`, [s.victim]);
     const held = await holdRow(s.env.client.pool, s.t, s.victim, { hold: cancel });
     await assertOutcomeKeptWhileHeld(s, () => s.tool.release(s.victim), () => s.tool.calls(s.victim));
@@ -182,7 +184,7 @@ describe('a client holding a workflow row while its step finishes', () => {
   });
 
   it('with a cancel committed after the step finished: the workflow ends cancelled, the tool ran once, nothing is lost or retried', async () => {
-    const s = await scene();
+    const s = await scene({ victimOfClient: true });
     const cancel = (conn: pg.PoolClient) => conn.query(`UPDATE ${s.t.schema}.workflows SET status = 'cancelled' WHERE id = $1 AND status IN ('new', 'running')`, [s.victim]);
     const held = await holdRow(s.env.client.pool, s.t, s.victim, { hold: cancel });
     await assertOutcomeKeptWhileHeld(s, () => s.tool.release(s.victim), () => s.tool.calls(s.victim));

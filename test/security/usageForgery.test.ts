@@ -51,7 +51,7 @@ describe("usage is the executor's", () => {
 
   it('a gate approved with a result that carries a usage records none on the row or the workflow', async () => {
     const env = await securityEnv();
-    const id = await insertWorkflow(env.t, { start: 'ok', budget: { cost: 1 }, steps: { ok: { approval: true, done: true, output: '{{result}}' } } });
+    const id = await clientInsert(env.client, { start: 'ok', budget: { cost: 1 }, steps: { ok: { approval: true, done: true, output: '{{result}}' } } });
     const gate = await waitForStep(env.t, id, 'ok', 'pending');
     await env.client.q(`UPDATE stepd.workflow_steps SET status = 'ready', result = '{"approved": true, "usage": {"inputTokens": 5, "outputTokens": 5, "cost": 99}}' WHERE id = $1`, [gate.id]);
     const wf = await waitForWorkflow(env.t, id);

@@ -42,9 +42,11 @@ describe('capacity on /metrics and the dashboard', () => {
       return gauges.keyBlocked[0]?.n === 2 && gauges.throttled[0]?.n === 3 ? gauges : undefined;
     }, 'two key-blocked and three throttled steps');
     await waitFor(async () => (parsePromText(await metrics.render()).get('stepd_capacity_waits_total{reason="rate"}') ?? 0) > 0, 'a rate wait counted');
-    expect(g).toEqual({ keyBlocked: [{ key: 'acct-1', n: 2 }], throttled: [{ bucket: 'core.echo', n: 3 }] });
+    // Key values are counted per role (sql/0038): the role that wrote the workflows names them.
+    const role = (await t.q<{ role: string }>(`SELECT session_user AS role`))[0]!.role;
+    expect(g).toEqual({ keyBlocked: [{ key: `${role}/acct-1`, n: 2 }], throttled: [{ bucket: 'core.echo', n: 3 }] });
     const m = parsePromText(await metrics.render());
-    expect(m.get('stepd_steps_key_blocked{key="acct-1"}')).toBe(2);
+    expect(m.get(`stepd_steps_key_blocked{key="${role}/acct-1"}`)).toBe(2);
     expect(m.get('stepd_steps_throttled{bucket="core.echo"}')).toBe(3);
     expect(m.has('stepd_capacity_waits_total{reason="key"}')).toBe(true);
     expect(m.get('stepd_capacity_waits_total{reason="rate"}')).toBeGreaterThan(0);

@@ -17,7 +17,7 @@ import {
   type AdmittedWorkflow,
 } from '../../db/queries.js';
 import { isRetryablePgError, StepError, type ErrorData } from '../../errors.js';
-import { renderKey } from '../../flow/capacity.js';
+import { renderKey, roleScopedKey } from '../../flow/capacity.js';
 import { setWorkflowConcurrencyKey } from '../../db/queries/capacity.js';
 import { admissionProblem, storableIssues, storableText } from '../../flow/caps.js';
 import { inputSchemaProblem } from '../../flow/jsonSchema.js';
@@ -213,7 +213,7 @@ async function setFlowKey(client: pg.PoolClient, wf: WorkflowInfo, w: TxWriter, 
   if (!c) return true;
   let key: string;
   try {
-    key = renderKey(c.key, { input: wf.input });
+    key = roleScopedKey(wf.role, renderKey(c.key, { input: wf.input }));
   } catch (err) {
     if (!(err instanceof StepError)) throw err;
     const error = { code: 'invalid_key', message: `the flow's concurrency key cannot be rendered: ${storableText(err.message)}` };

@@ -258,7 +258,7 @@ export class Advance implements ForkHost {
       switch (step.kind) {
         case 'tool': {
           const scope = await this.scopes.forStep(step, pos, extra);
-          const capacity = stepCapacityFields(this.wf.flow, step, scope, this.wf.createdBy, this.deps.rates);
+          const capacity = stepCapacityFields(this.wf.flow, step, scope, this.wf.createdBy, this.deps.rates, this.wf.role);
           return this.queue({ ...base, args: resolveTemplates(step.args, scope), status: 'ready', readyInMs: 0, ...capacity });
         }
         case 'gate': {
