@@ -125,6 +125,7 @@ const DEFS: FigureDef[] = [
   },
   { key: 'signals.waitP50Ms', section: '4b signals', label: '(signal sent → wait step running p50)', unit: 'ms', get: (r) => r.stepd.signals?.waitStartedMs.p50 },
   { key: 'signals.sendLagMs', section: '4b signals', label: '(sender behind its pace, worst)', unit: 'ms', get: (r) => r.stepd.signals?.sendLagMs },
+  { key: 'signals.sentPerSecond', section: '4b signals', label: '(signals sent per second)', unit: '/s', get: (r) => r.stepd.signals?.sentPerSecond },
   {
     key: 'gateRace.p50Ms', section: '4c racing clients', label: 'readied → next step running p50', unit: 'ms', get: (r) => r.stepd.gateRace?.latencyMs.p50,
     target: { text: '≤ 50 ms', met: (v) => v <= 50 }, timedOut: (r) => r.stepd.gateRace?.timedOut,

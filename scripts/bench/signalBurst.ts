@@ -1,7 +1,10 @@
 /**
  * Signals scenario: `count` workflows each wait for a `payment` signal keyed by their own order;
  * once every wait is pending, signals are inserted at `perSecond` (each its own autocommit INSERT,
- * as a service would send them, spread over four connections), one per workflow, in random order.
+ * as a service would send them, spread over SENDERS connections of their own), one per workflow,
+ * in random order. Each INSERT waits for its commit's WAL flush (several ms on a busy machine), so
+ * a connection sends one signal per flush: four connections could not keep 1,000/s here (about
+ * 460/s measured), and the harness, not stepd, set the pace. Sixteen keep it with room to spare.
  *
  * Latency = the next step's started_at − the signal's created_at, both on the database clock:
  * from the sender's commit (an upper bound: created_at is the INSERT's transaction time) to the
@@ -9,7 +12,7 @@
  * `sendLagMs` is how far behind its schedule the last signal went out (the harness's own pace).
  */
 import { performance } from 'node:perf_hooks';
-import { MS_BETWEEN, pollUntil, sleep } from './pg.js';
+import { clientPool, MS_BETWEEN, pollUntil, sleep } from './pg.js';
 import { summarize, type LatencySummary } from './stats.js';
 import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
 
@@ -19,6 +22,8 @@ export interface SignalBurstResult {
   latencyMs: LatencySummary;
   waitStartedMs: LatencySummary;
   sendLagMs: number;
+  /** Signals sent ÷ seconds from the first due to the last committed: the pace the senders held. */
+  sentPerSecond: number;
   timedOut: boolean;
 }
 
@@ -30,7 +35,7 @@ export const SIGNAL_FLOW = {
   },
 };
 
-const SENDERS = 4;
+const SENDERS = 16;
 
 /** Inserts the workflows one statement each key: input.order = 'o-<n>'. */
 async function insertWaiting(ctx: StepdContext, name: string, count: number): Promise<{ first: string; last: string }> {
@@ -67,10 +72,14 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
     [keys[i], keys[j]] = [keys[j]!, keys[i]!];
   }
   const signalsTable = `${ctx.schema}.signals`;
+  const senders = clientPool(ctx.url, SENDERS);
+  // Every connection open before the first signal is due: opening one is not part of sending.
+  const opened = await Promise.all(Array.from({ length: SENDERS }, () => senders.connect()));
+  for (const c of opened) c.release();
   const t0 = performance.now();
   let lag = 0;
   const sender = async (offset: number) => {
-    const client = await ctx.db.connect();
+    const client = await senders.connect();
     try {
       for (let i = offset; i < keys.length; i += SENDERS) {
         const due = (i * 1000) / perSecond;
@@ -83,7 +92,12 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
       client.release();
     }
   };
-  await Promise.all(Array.from({ length: SENDERS }, (_, k) => sender(k)));
+  try {
+    await Promise.all(Array.from({ length: SENDERS }, (_, k) => sender(k)));
+  } finally {
+    await senders.end();
+  }
+  const sentPerSecond = keys.length / ((performance.now() - t0) / 1000);
   const { timedOut } = await waitForWorkflows(ctx, name, 20);
 
   const rows = await query<{ ship: number; wait: number }>(
@@ -101,6 +115,7 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
     latencyMs: summarize(rows.map((r) => r.ship)),
     waitStartedMs: summarize(rows.map((r) => r.wait)),
     sendLagMs: lag,
+    sentPerSecond,
     timedOut,
   };
 }
