@@ -133,7 +133,7 @@ BEGIN
                           AND c.created_at OPERATOR(pg_catalog.<>) pg_catalog.now()
                         ORDER BY c.created_at DESC LIMIT 20) r
           JOIN @schema@.workflow_steps st ON st.id = r.step_id
-         WHERE (st.status = 'ready' AND NOT st.gated)
+         WHERE (st.status = 'ready' AND NOT st.gated AND st.ready_at <= pg_catalog.clock_timestamp())
             OR (st.status = 'running' AND st.updated_at > pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => 0.25))) THEN
         PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
           'schema', @literal@, 'table', 'workflow_steps', 'status', 'ready')::pg_catalog.text);
