@@ -21,6 +21,8 @@ export interface SignalBurstResult {
   perSecond: number;
   latencyMs: LatencySummary;
   waitStartedMs: LatencySummary;
+  /** The rest of the way, p50s: wait claimed → recorded done, → next step created, → next step running. */
+  afterWaitMs: { recorded: number; nextCreated: number; nextStarted: number };
   sendLagMs: number;
   /** Signals sent ÷ seconds from the first due to the last committed: the pace the senders held. */
   sentPerSecond: number;
@@ -100,9 +102,11 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
   const sentPerSecond = keys.length / ((performance.now() - t0) / 1000);
   const { timedOut } = await waitForWorkflows(ctx, name, 20);
 
-  const rows = await query<{ ship: number; wait: number }>(
+  const rows = await query<{ ship: number; wait: number; recorded: number; created: number; started: number }>(
     ctx,
-    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait
+    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait,
+            ${MS_BETWEEN('paid.started_at', 'paid.completed_at')} AS recorded, ${MS_BETWEEN('paid.completed_at', 'ship.created_at')} AS created,
+            ${MS_BETWEEN('ship.created_at', 'ship.started_at')} AS started
        FROM ${steps} paid
        JOIN ${steps} ship ON ship.workflow_id = paid.workflow_id AND ship.name = 'ship'
        JOIN ${signalsTable} sg ON sg.id = (paid.result ->> 'id')::bigint
@@ -114,6 +118,11 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
     perSecond,
     latencyMs: summarize(rows.map((r) => r.ship)),
     waitStartedMs: summarize(rows.map((r) => r.wait)),
+    afterWaitMs: {
+      recorded: summarize(rows.map((r) => r.recorded)).p50,
+      nextCreated: summarize(rows.map((r) => r.created)).p50,
+      nextStarted: summarize(rows.map((r) => r.started)).p50,
+    },
     sendLagMs: lag,
     sentPerSecond,
     timedOut,
