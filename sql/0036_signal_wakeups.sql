@@ -20,6 +20,8 @@
 --   (not at the INSERT, which may be followed by any amount of the sender's own work), so this
 --   transaction's commit lands within that lookout. The executors' poll stays the backstop.
 --
+--   A transaction in REPEATABLE READ or SERIALIZABLE always NOTIFYs (its snapshot may be old).
+--
 --   What a client can do to it: only delay its own signal's wake-up to that lookout or the poll
 --   (SET CONSTRAINTS ... IMMEDIATE moves the decision to the INSERT; `stepd.signal_wakeup` is a
 --   setting it can write). Matching, consumption and the no-missed-match rule do not depend on it.
@@ -111,7 +113,7 @@ BEGIN
 
   -- At commit (deferred), for each signal of the transaction until one decides: did it ready a
   -- wait, and is none on its way already? The decision is kept for the transaction in
-  -- stepd.signal_wakeup (txid:decided), so a large INSERT decides once.
+  -- stepd.signal_wakeup (its txid), so a large INSERT decides once.
   body := $f$
     CREATE FUNCTION @schema@.stepd_signals_wake_executors() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
@@ -127,7 +129,9 @@ BEGIN
       END IF;
       PERFORM pg_catalog.set_config('stepd.signal_wakeup', tx, true);
       -- The newest consumptions of other transactions (created_at is their now(); ours is ours).
-      IF NOT EXISTS (
+      -- Only a READ COMMITTED transaction sees them as they are now: an older snapshot (REPEATABLE
+      -- READ, SERIALIZABLE) may show a wait as ready that an executor took long ago: it NOTIFYs.
+      IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' OR NOT EXISTS (
         SELECT 1 FROM (SELECT c.step_id FROM @schema@.signal_consumptions c
                         WHERE c.created_at > pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => 1)
                           AND c.created_at OPERATOR(pg_catalog.<>) pg_catalog.now()

@@ -60,7 +60,7 @@ const statusOf = async (t: TestSchema, id: string) => (await t.q<{ status: strin
 describe("a signal's wake-up", () => {
   it('NOTIFYs at commit only when no readied signal wait is already waiting for an executor', async () => {
     const t = await createTestSchema();
-    const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k5']);
+    const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k5', 'k6']);
     const wakeups = await wakeupCounter(t);
 
     await send(t, 'k1'); // nothing on its way: wakes the executors
@@ -70,6 +70,17 @@ describe("a signal's wake-up", () => {
     await send(t, 'k2'); // k1's wait is ready and unclaimed: that wake-up covers this one
     expect(await statusOf(t, steps.get('k2')!)).toBe('ready');
     expect(await wakeups.settle()).toBe(0);
+
+    // A REPEATABLE READ snapshot may be older than the executor's claims: it always wakes them.
+    const rr = await t.db.connect();
+    try {
+      await rr.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await rr.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'k6')`);
+      await rr.query('COMMIT');
+    } finally {
+      rr.release();
+    }
+    expect(await wakeups.settle()).toBe(1);
 
     await send(t, 'nobody'); // readies nothing: wakes nobody
     const tx = await t.db.connect();
@@ -84,7 +95,7 @@ describe("a signal's wake-up", () => {
     expect(await wakeups.settle()).toBe(0);
 
     // The executor took and finished the ready waits: the next signal has nothing to ride on.
-    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = ANY($1::bigint[])`, [[steps.get('k1'), steps.get('k2')]]);
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = ANY($1::bigint[])`, [[steps.get('k1'), steps.get('k2'), steps.get('k6')]]);
     await send(t, 'k4');
     expect(await wakeups.settle()).toBe(1);
 
