@@ -18,7 +18,9 @@
 --   10 ms later, backing off, until 500 ms pass without one (src/executor/claims/reportLookout.ts,
 --   as for worker reports), which finds this one: the decision is taken just before the commit
 --   (not at the INSERT, which may be followed by any amount of the sender's own work), so this
---   transaction's commit lands within that lookout. The executors' poll stays the backstop.
+--   transaction's commit lands within that lookout unless its own WAL flush takes longer than
+--   about 250 ms (then, and if the executor that took the other wait dies, the executors' poll
+--   is the backstop).
 --
 --   A transaction in REPEATABLE READ or SERIALIZABLE always NOTIFYs (its snapshot may be old).
 --
