@@ -190,6 +190,10 @@ const DEFS: FigureDef[] = [
   },
   { key: 'signals.waitP50Ms', section: '4b signals', label: '(signal sent → wait step running p50)', unit: 'ms', get: (r) => r.stepd.signals?.waitStartedMs.p50 },
   { key: 'signals.sendLagMs', section: '4b signals', label: '(sender behind its pace, worst)', unit: 'ms', get: (r) => r.stepd.signals?.sendLagMs },
+  { key: 'signals.recordedMs', section: '4b signals', label: '(wait running → recorded done p50)', unit: 'ms', get: (r) => r.stepd.signals?.afterWaitMs?.recorded },
+  { key: 'signals.nextCreatedMs', section: '4b signals', label: '(→ next step created p50)', unit: 'ms', get: (r) => r.stepd.signals?.afterWaitMs?.nextCreated },
+  { key: 'signals.nextStartedMs', section: '4b signals', label: '(→ next step running p50)', unit: 'ms', get: (r) => r.stepd.signals?.afterWaitMs?.nextStarted },
+  { key: 'signals.sentPerSecond', section: '4b signals', label: '(signals sent per second)', unit: '/s', get: (r) => r.stepd.signals?.sentPerSecond },
   {
     key: 'gateRace.p50Ms', section: '4c racing clients', label: 'readied → next step running p50', unit: 'ms', get: (r) => r.stepd.gateRace?.latencyMs.p50,
     target: { text: '≤ 50 ms', met: (v) => v <= 50 }, timedOut: (r) => r.stepd.gateRace?.timedOut,

@@ -1,7 +1,10 @@
 /**
  * Signals scenario: `count` workflows each wait for a `payment` signal keyed by their own order;
  * once every wait is pending, signals are inserted at `perSecond` (each its own autocommit INSERT,
- * as a service would send them, spread over four connections), one per workflow, in random order.
+ * as a service would send them, spread over SENDERS connections of their own), one per workflow,
+ * in random order. Each INSERT waits for its commit's WAL flush (several ms on a busy machine), so
+ * a connection sends one signal per flush: four connections could not keep 1,000/s here (about
+ * 460/s measured), and the harness, not stepd, set the pace. Sixteen keep it with room to spare.
  *
  * Latency = the next step's started_at − the signal's created_at, both on the database clock:
  * from the sender's commit (an upper bound: created_at is the INSERT's transaction time) to the
@@ -9,7 +12,7 @@
  * `sendLagMs` is how far behind its schedule the last signal went out (the harness's own pace).
  */
 import { performance } from 'node:perf_hooks';
-import { MS_BETWEEN, pollUntil, sleep } from './pg.js';
+import { clientPool, MS_BETWEEN, pollUntil, sleep } from './pg.js';
 import { summarize, type LatencySummary } from './stats.js';
 import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
 
@@ -18,7 +21,11 @@ export interface SignalBurstResult {
   perSecond: number;
   latencyMs: LatencySummary;
   waitStartedMs: LatencySummary;
+  /** The rest of the way, p50s: wait claimed → recorded done, → next step created, → next step running. */
+  afterWaitMs: { recorded: number; nextCreated: number; nextStarted: number };
   sendLagMs: number;
+  /** Signals sent ÷ seconds from the first due to the last committed: the pace the senders held. */
+  sentPerSecond: number;
   timedOut: boolean;
 }
 
@@ -30,7 +37,7 @@ export const SIGNAL_FLOW = {
   },
 };
 
-const SENDERS = 4;
+const SENDERS = 16;
 
 /** Inserts the workflows one statement each key: input.order = 'o-<n>'. */
 async function insertWaiting(ctx: StepdContext, name: string, count: number): Promise<{ first: string; last: string }> {
@@ -67,10 +74,14 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
     [keys[i], keys[j]] = [keys[j]!, keys[i]!];
   }
   const signalsTable = `${ctx.schema}.signals`;
+  const senders = clientPool(ctx.url, SENDERS);
+  // Every connection open before the first signal is due: opening one is not part of sending.
+  const opened = await Promise.all(Array.from({ length: SENDERS }, () => senders.connect()));
+  for (const c of opened) c.release();
   const t0 = performance.now();
   let lag = 0;
   const sender = async (offset: number) => {
-    const client = await ctx.db.connect();
+    const client = await senders.connect();
     try {
       for (let i = offset; i < keys.length; i += SENDERS) {
         const due = (i * 1000) / perSecond;
@@ -83,12 +94,19 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
       client.release();
     }
   };
-  await Promise.all(Array.from({ length: SENDERS }, (_, k) => sender(k)));
+  try {
+    await Promise.all(Array.from({ length: SENDERS }, (_, k) => sender(k)));
+  } finally {
+    await senders.end();
+  }
+  const sentPerSecond = keys.length / ((performance.now() - t0) / 1000);
   const { timedOut } = await waitForWorkflows(ctx, name, 20);
 
-  const rows = await query<{ ship: number; wait: number }>(
+  const rows = await query<{ ship: number; wait: number; recorded: number; created: number; started: number }>(
     ctx,
-    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait
+    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait,
+            ${MS_BETWEEN('paid.started_at', 'paid.completed_at')} AS recorded, ${MS_BETWEEN('paid.completed_at', 'ship.created_at')} AS created,
+            ${MS_BETWEEN('ship.created_at', 'ship.started_at')} AS started
        FROM ${steps} paid
        JOIN ${steps} ship ON ship.workflow_id = paid.workflow_id AND ship.name = 'ship'
        JOIN ${signalsTable} sg ON sg.id = (paid.result ->> 'id')::bigint
@@ -100,7 +118,13 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
     perSecond,
     latencyMs: summarize(rows.map((r) => r.ship)),
     waitStartedMs: summarize(rows.map((r) => r.wait)),
+    afterWaitMs: {
+      recorded: summarize(rows.map((r) => r.recorded)).p50,
+      nextCreated: summarize(rows.map((r) => r.created)).p50,
+      nextStarted: summarize(rows.map((r) => r.started)).p50,
+    },
     sendLagMs: lag,
+    sentPerSecond,
     timedOut,
   };
 }

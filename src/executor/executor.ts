@@ -78,7 +78,7 @@ export class Executor {
   private readonly waker: Waker;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
-  /** Looks again soon after claiming reported worker steps (their reports skip NOTIFYs while one waits). */
+  /** Looks again soon after claiming reported worker steps or readied signal waits (they skip NOTIFYs while one waits). */
   private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;

@@ -46,4 +46,16 @@ describe('looking again for worker reports after claiming some', () => {
     vi.advanceTimersByTime(100);
     expect(looks).toBe(1);
   });
+
+  it('looks again after a claim that took a readied signal wait (its signal may have skipped its NOTIFY, sql/0036), not after other toolless steps', () => {
+    let looks = 0;
+    const lookout = new ReportLookout({ look: () => looks++, now: () => 0 });
+    lookout.claimed([{ tool: null, args: null, task_ended: null }, { tool: 'core.noop', args: { signal: 'not a wait' }, task_ended: null }]);
+    vi.advanceTimersByTime(100);
+    expect(looks).toBe(0);
+    lookout.claimed([{ tool: null, args: { signal: { names: ['payment'], key: 'o-1' } }, task_ended: null }]);
+    vi.advanceTimersByTime(10);
+    expect(looks).toBe(1);
+    lookout.close();
+  });
 });

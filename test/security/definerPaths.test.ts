@@ -210,7 +210,7 @@ describe('SECURITY DEFINER functions', () => {
     );
     const names = fns.map((f) => f.fn.replace(`${t.schema}.`, ''));
     expect(names).toEqual(
-      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'delete_workflows(bigint[])', 'remove_schedule(text)', 'stepd_start_triggered_workflows()', 'remove_trigger(text)', 'fork_workflow(bigint,text,jsonb,jsonb)']),
+      expect.arrayContaining(['stepd_cancel_steps()', 'stepd_settle_parent_step()', 'stepd_cancel_child_workflow()', 'stepd_signals_ready_waits()', 'stepd_signals_wake_executors()', 'delete_workflows(bigint[])', 'remove_schedule(text)', 'stepd_start_triggered_workflows()', 'remove_trigger(text)', 'fork_workflow(bigint,text,jsonb,jsonb)']),
     );
     const unpinned = fns.filter((f) => !pinned(f.config));
     expect(unpinned.map((f) => `${f.fn} ${JSON.stringify(f.config)}`), 'definer functions without search_path = pg_catalog, …, pg_temp').toEqual([]);

@@ -1,11 +1,12 @@
 /**
- * After a claim that took reported worker steps (sql/0027), the executor looks for more: after
+ * After a claim that took reported worker steps (sql/0027) or signal waits (sql/0025), the executor looks for more: after
  * `everyMs`, then twice as long after each look that found none, until `lingerMs` pass without
  * finding one (a look that finds some starts over at `everyMs`). A worker's report NOTIFYs only when no
  * other report is waiting (sql/0034): the waiting one woke the executors, and a report that
  * skipped its NOTIFY because of it may commit just after the claim that takes that one — the
- * next look finds it. The poll interval stays the backstop (a report made ready after a second
- * of waiting NOTIFYs again). No I/O here: `look` wakes the claim loop.
+ * next look finds it. A signal that readies a wait skips its NOTIFY the same way (sql/0036). The
+ * poll interval stays the backstop (a report made ready after a second of waiting NOTIFYs again).
+ * No I/O here: `look` wakes the claim loop.
  */
 export interface ReportLookoutOptions {
   /** The first look's delay after a claim that found reports (default 10 ms). */
@@ -35,10 +36,10 @@ export class ReportLookout {
     this.#nextMs = this.#everyMs;
   }
 
-  /** After every claim: the rows it took (a reported worker step has `task_ended` set). */
+  /** After every claim: the rows it took. */
   claimed(rows: readonly object[]): void {
     const now = this.#now();
-    if (rows.some((r) => (r as { task_ended?: unknown }).task_ended != null)) {
+    if (rows.some(mayHaveSkippedItsWakeup)) {
       this.#lastFoundAt = now;
       this.#nextMs = this.#everyMs;
     }
@@ -57,4 +58,10 @@ export class ReportLookout {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
+}
+
+/** A reported worker step (`task_ended` set) or a readied signal wait (no tool, `args.signal`). */
+function mayHaveSkippedItsWakeup(row: object): boolean {
+  const r = row as { task_ended?: unknown; tool?: unknown; args?: { signal?: unknown } | null };
+  return r.task_ended != null || (r.tool == null && r.args?.signal != null);
 }

@@ -1,0 +1,142 @@
+/**
+ * A signal's wake-up (sql/0036): the transaction that readies a wait NOTIFYs at commit only when
+ * no other signal wait is on its way to an executor; a skipped one is found by the executor's
+ * lookout after claiming signal waits (src/executor/claims/reportLookout.ts), not by the poll.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { asExecutor, createTestSchema, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+
+const FLOW = {
+  start: 'paid',
+  steps: {
+    paid: { signal: { name: 'payment', key: '{{input.order}}' }, next: 'ship' },
+    ship: { tool: 'core.noop', done: true },
+  },
+};
+
+/** Counts this schema's stepd_wakeup NOTIFYs; `settle` returns those delivered since the last settle. */
+async function wakeupCounter(t: TestSchema): Promise<{ settle: () => Promise<number> }> {
+  const listener = new pg.Client({ connectionString: t.url });
+  await listener.connect();
+  onCleanup(() => listener.end());
+  const seen: string[] = [];
+  listener.on('notification', (n) => {
+    if (n.channel === 'stepd_wakeup' && n.payload?.includes(`"${t.schema}"`)) seen.push(n.payload);
+  });
+  await listener.query('LISTEN stepd_wakeup');
+  let fence = 0;
+  let counted = 0;
+  return {
+    // Notifications arrive in commit order: once our own fence arrives, every earlier one has.
+    async settle() {
+      const mark = `fence-${t.schema}-${++fence}`;
+      await t.q(`SELECT pg_notify('stepd_wakeup', $1)`, [JSON.stringify({ schema: t.schema, mark })]);
+      await waitFor(() => seen.some((p) => p.includes(mark)), `the fence ${mark}`);
+      const wakeups = seen.filter((p) => !p.includes('"mark"')).length - counted;
+      counted += wakeups;
+      return wakeups;
+    },
+  };
+}
+
+/** Running workflows with one pending wait on payment/<key> each, written as the executor would. */
+async function waitingOn(t: TestSchema, keys: string[]): Promise<Map<string, string>> {
+  const rows = await asExecutor<{ id: string; key: string }>(
+    t,
+    `WITH wf AS (INSERT INTO stepd.workflows (name, flow, input, status)
+                 SELECT 'w', $1::jsonb, jsonb_build_object('order', k), 'running' FROM unnest($2::text[]) k RETURNING id, created_at, input)
+     INSERT INTO stepd.workflow_steps (workflow_id, name, tool, args, status, attempt)
+     SELECT id, 'paid', NULL, jsonb_build_object('signal', jsonb_build_object('names', '["payment"]'::jsonb, 'key', input ->> 'order', 'since', created_at)), 'pending', 1
+       FROM wf RETURNING id::text, args -> 'signal' ->> 'key' AS key`,
+    [JSON.stringify(FLOW), keys],
+  );
+  return new Map(rows.map((r) => [r.key, r.id]));
+}
+
+const send = (t: TestSchema, key: string) => t.q(`INSERT INTO stepd.signals (name, key) VALUES ('payment', $1)`, [key]);
+const statusOf = async (t: TestSchema, id: string) => (await t.q<{ status: string }>(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [id]))[0]!.status;
+
+describe("a signal's wake-up", () => {
+  it('NOTIFYs at commit only when no readied signal wait is already waiting for an executor', async () => {
+    const t = await createTestSchema();
+    const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k5', 'k6']);
+    const wakeups = await wakeupCounter(t);
+
+    await send(t, 'k1'); // nothing on its way: wakes the executors
+    expect(await statusOf(t, steps.get('k1')!)).toBe('ready');
+    expect(await wakeups.settle()).toBe(1);
+
+    await send(t, 'k2'); // k1's wait is ready and unclaimed: that wake-up covers this one
+    expect(await statusOf(t, steps.get('k2')!)).toBe('ready');
+    expect(await wakeups.settle()).toBe(0);
+
+    // A REPEATABLE READ snapshot may be older than the executor's claims: it always wakes them.
+    const rr = await t.db.connect();
+    try {
+      await rr.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await rr.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'k6')`);
+      await rr.query('COMMIT');
+    } finally {
+      rr.release();
+    }
+    expect(await wakeups.settle()).toBe(1);
+
+    await send(t, 'nobody'); // readies nothing: wakes nobody
+    const tx = await t.db.connect();
+    try {
+      await tx.query('BEGIN');
+      await tx.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'k3')`);
+      await tx.query('ROLLBACK'); // rolled back: readies and wakes nothing
+    } finally {
+      tx.release();
+    }
+    expect(await statusOf(t, steps.get('k3')!)).toBe('pending');
+    expect(await wakeups.settle()).toBe(0);
+
+    // The executor took and finished the ready waits: the next signal has nothing to ride on.
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = ANY($1::bigint[])`, [[steps.get('k1'), steps.get('k2'), steps.get('k6')]]);
+    await send(t, 'k4');
+    expect(await wakeups.settle()).toBe(1);
+
+    // The decision is made at commit, not at the INSERT: k4's wait is ready when k5's INSERT runs,
+    // gone by the time it commits.
+    const late = await t.db.connect();
+    try {
+      await late.query('BEGIN');
+      await late.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'k5')`);
+      await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = $1`, [steps.get('k4')]);
+      await late.query('COMMIT');
+    } finally {
+      late.release();
+    }
+    expect(await statusOf(t, steps.get('k5')!)).toBe('ready');
+    expect(await wakeups.settle()).toBe(1);
+  });
+
+  it('a burst whose signals mostly skip their NOTIFY is all picked up without the poll', async () => {
+    const t = await createTestSchema();
+    // A poll far beyond the waits below: only the wake-ups and the lookout can start the steps in time.
+    await startExecutor(t, { pollIntervalMs: 120_000 });
+    const keys = Array.from({ length: 150 }, (_, i) => `o-${i}`);
+    const steps = await waitingOn(t, keys);
+    const wakeups = await wakeupCounter(t);
+    const senders = new pg.Pool({ connectionString: t.url, max: 8 });
+    onCleanup(() => senders.end());
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, k) => {
+        for (let i = k; i < keys.length; i += 8) await senders.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', $1)`, [keys[i]]);
+      }),
+    );
+    const ids = [...steps.values()];
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(
+        `SELECT count(*)::int AS n FROM stepd.workflows w WHERE w.status = 'completed' AND w.id IN (SELECT workflow_id FROM stepd.workflow_steps WHERE id = ANY($1::bigint[]))`,
+        [ids],
+      );
+      return r!.n === keys.length;
+    }, 'every workflow of the burst to complete', 60_000);
+    // Some signals rode on another's wake-up (or this test proves nothing about skipped ones).
+    expect(await wakeups.settle()).toBeLessThan(keys.length);
+  });
+});
