@@ -91,8 +91,11 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
                          fanout_open boolean, first_attempt_id bigint, priority int, gated boolean, concurrency_key text,
                          concurrency_limit int, rate_keys text[])
                -- A retry keeps its first attempt's keys and rates (sql/0028); a first attempt reads nothing here.
+               -- OFFSET 0 keeps the subquery a per-row probe behind a one-time filter: pulled up, the
+               -- planner may hash every step row of the table to join a first attempt to nothing.
                LEFT JOIN LATERAL (SELECT f.gated, f.concurrency_key, f.concurrency_limit, f.rate_keys FROM workflow_steps f
-                                   WHERE u.first_attempt_id IS NOT NULL AND u.gated IS NULL AND f.id = u.first_attempt_id) f ON true
+                                   WHERE u.first_attempt_id IS NOT NULL AND u.gated IS NULL AND f.id = u.first_attempt_id
+                                  OFFSET 0) f ON true
               ORDER BY e.ord
              RETURNING id, workflow_id, name, attempt, item_index, status),
            counted AS (

@@ -76,6 +76,8 @@ export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], cl
   try {
     return await inWriterTransaction(deps, claim, (client, w) => applyBatch(deps, client, w, inputs, { alone, skipHeldSteps: opts.skipHeldSteps === true, at }), {
       lockTimeoutMs: alone ? ALONE_LOCK_WAIT_MS : SHARED_LOCK_WAIT_MS,
+      // Planned once: a chain's hop re-planned its lock-and-finish statement at every call (docs/performance.md).
+      genericPlans: true,
     });
   } catch (err) {
     // The alone lane's lock waits go back to its queue as they are (OutcomeQueue).
