@@ -180,6 +180,9 @@ export async function runStepdScenarios(opts: {
         runIoBound(ctx, { workflows: s.io, concurrency: settings.ioConcurrency, sleepMs: settings.ioSleepMs }),
       );
       exec.assertAlive();
+      // Stopped before the workers scenario: an executor without its `workers` config would
+      // claim the worker steps and fail them as unknown tools.
+      await exec.close();
     }
     if (selected('workers')) {
       const exec = await startExecutor({ executorId: 'bench-workers', config: WORKERS_CONFIG });

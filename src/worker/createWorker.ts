@@ -10,13 +10,14 @@
 import os from 'node:os';
 import pg from 'pg';
 import { assertSchemaName } from '../db/connect.js';
-import { takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
+import { finishTasksWithTokens, finishTaskWithToken, takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
 import { backoffMs } from '../executor/core/dbOutage.js';
 import { Waker } from '../executor/wakeups/waker.js';
 import { StepError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { stopOnSignals } from '../stopOnSignals.js';
 import { checkFunctionTools, type FunctionTool, type FunctionTools, type TypedFunctionTools } from '../tools/functionTool.js';
+import { FinishBatch } from './finishBatch.js';
 import { TaskRun, type TaskEnd } from './taskRun.js';
 import { TaskWakeups } from './taskWakeups.js';
 
@@ -80,6 +81,8 @@ class TaskWorker implements Worker {
   /** The takes' own connection: a take never waits behind the reports and heartbeats for one. */
   readonly #takePool: pg.Pool;
   readonly #waker: Waker;
+  /** Results ready at once share one finish_tasks call (one commit). */
+  readonly #finishes: FinishBatch;
   readonly #wakeups: TaskWakeups;
   /** Tasks taken and not reported yet (their tool running, or their report on its way). */
   readonly #runs = new Map<string, { run: TaskRun; done: Promise<void> }>();
@@ -111,6 +114,10 @@ class TaskWorker implements Worker {
     };
     this.#pool = poolOf(options.poolSize ?? Math.min(10, concurrency + 1));
     this.#takePool = poolOf(1);
+    this.#finishes = new FinishBatch({
+      one: (item) => finishTaskWithToken(this.#pool, schema, item.task, item.result),
+      many: (items) => finishTasksWithTokens(this.#pool, schema, items),
+    });
     this.#waker = new Waker({ pollIntervalMs: this.#opts.pollIntervalMs, onTimer: () => {} });
     this.#wakeups = new TaskWakeups({
       url: options.databaseUrl,
@@ -206,6 +213,7 @@ class TaskWorker implements Worker {
       log: this.#log,
       leaseMs: this.#opts.leaseMs,
       heartbeatMs: this.#opts.heartbeatMs,
+      finish: (t, result) => this.#finishes.finish({ task: t, result }),
     });
     this.#active++;
     const done = run

@@ -22,6 +22,8 @@ export interface TaskRunDeps {
   log: Logger;
   leaseMs: number;
   heartbeatMs: number;
+  /** Records the result (default: finish_task on `db`; the worker shares a FinishBatch between its tasks). */
+  finish?: (task: WorkerTask, result: unknown) => Promise<void>;
   /** At most one progress write per task per this many ms (default 250). */
   progressIntervalMs?: number;
   now?: () => number;
@@ -181,7 +183,7 @@ export class TaskRun {
       }
     }
     const send = 'result' in outcome
-      ? () => finishTaskWithToken(this.#deps.db, this.#deps.schema, this.task, (outcome as { result: unknown }).result)
+      ? () => (this.#deps.finish ?? ((task, result) => finishTaskWithToken(this.#deps.db, this.#deps.schema, task, result)))(this.task, (outcome as { result: unknown }).result)
       : () => failTaskWithToken(this.#deps.db, this.#deps.schema, this.task, (outcome as { error: ErrorData }).error);
     let tries = 0;
     // Past the lease, another worker may hold the task; the token refuses us then, so trying is
