@@ -191,7 +191,7 @@ export async function runStepdScenarios(opts: {
       await warmUp(ctx);
       const { workerProcesses: processes, workerConcurrency: concurrency } = settings;
       progress(`starting ${processes} worker processes × ${concurrency}`);
-      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup });
+      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup, ...(build.cli ? { cli: build.cli } : {}) });
       try {
         await scenario(ctx, 'workers', `workers (${s.workers} steps of ${settings.ioSleepMs} ms on ${processes} workers × ${concurrency}; chains of ${s.workerChain})`, () =>
           runWorkers(ctx, { processes, concurrency, sleepMs: settings.ioSleepMs, workflows: s.workers, chain: s.workerChain }),

@@ -6,7 +6,8 @@
  * oversized result among them, or a database without finish_tasks) is sent again one by one
  * (finish_task), so each task learns its own answer; a connection that failed rejects the whole
  * call's tasks with that error, and each TaskRun decides whether to try again (the token fences a
- * second arrival). Each task's promise settles exactly once.
+ * second arrival). Each task's promise settles exactly once. Against a database without
+ * finish_tasks (migrated before sql/0037) each result is sent on its own at once, as before.
  */
 import { isTransient } from './transient.js';
 
@@ -45,6 +46,8 @@ export class FinishBatch {
 
   /** Resolves once the result is recorded; rejects with the database's answer (or the connection's failure). */
   finish(item: FinishItem): Promise<void> {
+    // Without finish_tasks each report is its own call, sent at once, as before sql/0037.
+    if (!this.#batches) return this.#deps.one(item);
     return new Promise((resolve, reject) => {
       this.#waiting.push({ ...item, resolve, reject });
       if (!this.#writing) void this.#writeAll();
@@ -55,7 +58,7 @@ export class FinishBatch {
     this.#writing = true;
     try {
       while (this.#waiting.length > 0) {
-        const batch = this.#waiting.splice(0, this.#batches ? (this.#deps.maxBatch ?? 100) : 1);
+        const batch = this.#waiting.splice(0, this.#deps.maxBatch ?? 100);
         await this.#write(batch);
       }
     } finally {
