@@ -5,7 +5,8 @@
  *                                    such a run does not replace bench-results/latest.json
  *   --runs N          BENCH_RUNS     how many times each scenario runs (default 3; 1 with --size small)
  *   --io-concurrency N BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
- *                     BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  the workers scenario: worker processes (3), tasks each (16)
+ *                     BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  the workers scenario: worker processes (3), tasks each (4;
+ *                                    3 × 16 asks for 2,400 steps/s, more than 2 cores give: docs/performance.md)
  *   --accounting      BENCH_ACCOUNTING=1  run the executors with --http and read their /metrics around each
  *                                    scenario (claim and outcome-transaction time); a diagnostic
  *   --compare REF     BENCH_COMPARE  also run the stepd scenarios with the code of git REF, built in a
@@ -112,7 +113,7 @@ export const BENCH_USAGE = `usage: npm run bench   (or, after a build: sh script
   --accounting        BENCH_ACCOUNTING=1    read the executors' /metrics around each scenario
                       BENCH_DATABASE_URL    PostgreSQL to use (default ${DEFAULT_BENCH_DATABASE_URL})
                       BENCH_PROFILE=1       run the executor under node --cpu-prof
-                      BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  scenario workers: processes (3) × tasks each (16)
+                      BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  scenario workers: processes (3) × tasks each (4)
   --help                                    this text
 
 npm run bench passes no flags to the script: use the variables there.
@@ -170,7 +171,9 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
     ioConcurrency: positiveInt('--io-concurrency', flags['io-concurrency'] ?? env.BENCH_IO_CONCURRENCY, 64),
     ioSleepMs: 20,
     workerProcesses: positiveInt('BENCH_WORKERS', env.BENCH_WORKERS, 3),
-    workerConcurrency: positiveInt('BENCH_WORKER_CONCURRENCY', env.BENCH_WORKER_CONCURRENCY, 16),
+    // 3 × 4 ÷ 20 ms = 600 steps/s: below what this 2-core machine's CPU can give for a worker step's
+    // row work (about 1,000/s); 3 × 16 = 2,400/s measured the CPU, not the path (docs/performance.md, "Workers").
+    workerConcurrency: positiveInt('BENCH_WORKER_CONCURRENCY', env.BENCH_WORKER_CONCURRENCY, 4),
     ...(compare ? { compare } : {}),
     accounting: ['1', 'true'].includes(flags.accounting ?? env.BENCH_ACCOUNTING ?? ''),
     claimIterations: quick ? 100 : 300,

@@ -182,6 +182,9 @@ export async function runStepdScenarios(opts: {
         runIoBound(ctx, { workflows: s.io, concurrency: settings.ioConcurrency, sleepMs: settings.ioSleepMs }),
       );
       exec.assertAlive();
+      // Stopped before the workers scenario: an executor without its `workers` config would
+      // claim the worker steps and fail them as unknown tools.
+      await exec.close();
     }
     if (selected('workers')) {
       const exec = await startExecutor({ executorId: 'bench-workers', config: WORKERS_CONFIG });
@@ -190,7 +193,7 @@ export async function runStepdScenarios(opts: {
       await warmUp(ctx);
       const { workerProcesses: processes, workerConcurrency: concurrency } = settings;
       progress(`starting ${processes} worker processes × ${concurrency}`);
-      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup });
+      const stopWorkers = await startWorkerProcesses({ url, schema, count: processes, concurrency, cleanup, ...(build.cli ? { cli: build.cli } : {}) });
       try {
         await scenario(ctx, 'workers', `workers (${s.workers} steps of ${settings.ioSleepMs} ms on ${processes} workers × ${concurrency}; chains of ${s.workerChain})`, () =>
           runWorkers(ctx, { processes, concurrency, sleepMs: settings.ioSleepMs, workflows: s.workers, chain: s.workerChain }),

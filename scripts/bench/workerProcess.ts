@@ -2,7 +2,7 @@
  * A bench worker process (scenario 6b): the worker SDK serving `bench.sleep`, a tool that waits
  * `ms` (20 by default), as a user's worker would. Started by workerScenario.ts as
  *   node dist/scripts/bench/workerProcess.js
- * with BENCH_WORKER_URL, BENCH_WORKER_SCHEMA and BENCH_WORKER_CONCURRENCY; prints "ready" once
+ * with BENCH_WORKER_URL, BENCH_WORKER_SCHEMA, BENCH_WORKER_CONCURRENCY (and BENCH_WORKER_PREFETCH); prints "ready" once
  * its first take got through, and stops gracefully on SIGTERM.
  */
 import { createWorker } from '../../src/worker/index.js';
@@ -12,6 +12,9 @@ const worker = createWorker({
   databaseUrl: env.BENCH_WORKER_URL!,
   schema: env.BENCH_WORKER_SCHEMA!,
   concurrency: Number(env.BENCH_WORKER_CONCURRENCY ?? 8),
+  // Tasks taken ahead: as many as run at once, the setting for short tools (docs/workers.md; the
+  // SDK's default is a quarter); BENCH_WORKER_PREFETCH overrides it.
+  prefetch: Number(env.BENCH_WORKER_PREFETCH ?? env.BENCH_WORKER_CONCURRENCY ?? 8),
   handleSignals: true,
   shutdownGraceMs: 5_000,
   tools: {

@@ -10,6 +10,7 @@
  * (worker chain − in-process chain) ÷ K.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MS_BETWEEN, type Cleanup } from './pg.js';
@@ -32,16 +33,20 @@ export interface WorkersResult {
 /** The executor's config for this scenario: `bench.*` is served by workers. */
 export const WORKERS_CONFIG = { workers: { bench: {} } };
 
-function workerProgram(): string {
-  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'workerProcess.js');
+/** The worker program of the build being measured (`cli`: that build's dist/src/cli.js; this tree's when absent), so a compared build runs its own SDK. */
+function workerProgram(cli?: string): string {
+  const own = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'workerProcess.js');
+  if (!cli) return own;
+  const theirs = path.resolve(path.dirname(cli), '..', 'scripts', 'bench', 'workerProcess.js');
+  return existsSync(theirs) ? theirs : own;
 }
 
 /** Starts `count` worker processes and waits until each has taken once; they stop with the cleanup. */
-export async function startWorkerProcesses(opts: { url: string; schema: string; count: number; concurrency: number; cleanup: Cleanup }): Promise<() => Promise<void>> {
+export async function startWorkerProcesses(opts: { url: string; schema: string; count: number; concurrency: number; cleanup: Cleanup; cli?: string }): Promise<() => Promise<void>> {
   const children: ChildProcess[] = [];
   const readies: Promise<void>[] = [];
   for (let i = 0; i < opts.count; i++) {
-    const child = spawn(process.execPath, [workerProgram()], {
+    const child = spawn(process.execPath, [workerProgram(opts.cli)], {
       env: { ...process.env, STEPD_LOG_LEVEL: 'warn', BENCH_WORKER_URL: opts.url, BENCH_WORKER_SCHEMA: opts.schema, BENCH_WORKER_CONCURRENCY: String(opts.concurrency) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

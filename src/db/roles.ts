@@ -8,8 +8,9 @@
  *                       flow registry and add versions, send and read signals (sql/0024), add
  *                       and change its own signal triggers (sql/0026). The guard triggers decide
  *                       which rows and values;
- *   <schema>_worker   — the worker contract only (sql/0027): EXECUTE on take_tasks, finish_task,
- *                       fail_task, extend_task and progress_task; no table, no other function.
+ *   <schema>_worker   — the worker contract only (sql/0027, sql/0037): EXECUTE on take_tasks,
+ *                       finish_task, finish_tasks, fail_task, extend_task and progress_task; no
+ *                       table, no other function.
  * Clients hold no table-level UPDATE, DELETE or TRUNCATE privilege: PostgreSQL lets any of those
  * take every LOCK TABLE mode, so one client could hold ACCESS EXCLUSIVE and stall everyone.
  * Deployments `GRANT <schema>_client TO app_service` and run the daemon as a member of
@@ -102,13 +103,14 @@ export function grantStatements(schema: string, tables: string[]): string[] {
   ];
 }
 
-/** The worker contract (sql/0027): the worker role may call these five and nothing else; executors sweep leases. */
+/** The worker contract (sql/0027, sql/0037): the worker role may call these six and nothing else; executors sweep leases. */
 function workerGrantStatements(schema: string): string[] {
   const r = schemaRoles(schema);
   const s = ident(schema);
   const fns = [
     'take_tasks(pg_catalog.text[], pg_catalog.int4, pg_catalog.interval)',
     'finish_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',
+    'finish_tasks(pg_catalog.int8[], pg_catalog.uuid[], pg_catalog.jsonb[])',
     'fail_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',
     'extend_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.interval)',
     'progress_task(pg_catalog.int8, pg_catalog.uuid, pg_catalog.jsonb)',

@@ -4,19 +4,22 @@
  * (LISTEN on stepd_tasks; taskWakeups.ts) or the poll, which backs off while nothing comes and
  * is all there is when LISTEN is unavailable (PgBouncer in transaction mode). A failed take is
  * logged and retried with back-off (a database restart, a pooler without a server); the loop
- * never dies of it. `stop()` is two-stage, as the executor's: stop taking, let running tasks
+ * never dies of it. A few tasks are taken ahead of a free slot (`prefetch`), so a slot that frees
+ * starts the next task without waiting for a take; results ready at once are reported in one
+ * call (finishBatch.ts). `stop()` is two-stage, as the executor's: stop taking, let running tasks
  * finish for a grace period, then abort them (reported as retryable `worker_stopped` failures).
  */
 import os from 'node:os';
 import pg from 'pg';
 import { assertSchemaName } from '../db/connect.js';
-import { takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
+import { finishTasksWithTokens, finishTaskWithToken, takeTasks, type WorkerTask } from '../db/queries/workerContract.js';
 import { backoffMs } from '../executor/core/dbOutage.js';
 import { Waker } from '../executor/wakeups/waker.js';
 import { StepError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { stopOnSignals } from '../stopOnSignals.js';
 import { checkFunctionTools, type FunctionTool, type FunctionTools, type TypedFunctionTools } from '../tools/functionTool.js';
+import { FinishBatch } from './finishBatch.js';
 import { TaskRun, type TaskEnd } from './taskRun.js';
 import { TaskWakeups } from './taskWakeups.js';
 
@@ -27,6 +30,12 @@ export interface WorkerOptions<Args extends Record<string, unknown> = Record<str
   tools: TypedFunctionTools<Args>;
   /** Tasks run at once (default 10). */
   concurrency?: number;
+  /**
+   * Tasks taken ahead of a free slot (default: a quarter of `concurrency`, rounded down; 0 for
+   * concurrency below 4). A slot that frees starts one of them at once instead of waiting for a
+   * take's round trip; they are held (heartbeats, cancellation, deadline) from the take on.
+   */
+  prefetch?: number;
   /** The schema of the stepd tables (default: $STEPD_SCHEMA, else "stepd"). */
   schema?: string;
   /** How long a take or an extension holds a task (default 30 s); heartbeats extend it every `heartbeatMs`. */
@@ -65,7 +74,7 @@ export interface Worker {
   stop(opts?: { graceMs?: number }): Promise<void>;
 }
 
-const DEFAULTS = { concurrency: 10, leaseMs: 30_000, pollIntervalMs: 1_000, minPollIntervalMs: 25, shutdownGraceMs: 30_000 } as const;
+const DEFAULTS = { concurrency: 10, prefetch: 0, leaseMs: 30_000, pollIntervalMs: 1_000, minPollIntervalMs: 25, shutdownGraceMs: 30_000 } as const;
 
 export function createWorker<Args extends Record<string, unknown> = Record<string, unknown>>(options: WorkerOptions<Args>): Worker {
   return new TaskWorker(options as unknown as WorkerOptions);
@@ -80,11 +89,15 @@ class TaskWorker implements Worker {
   /** The takes' own connection: a take never waits behind the reports and heartbeats for one. */
   readonly #takePool: pg.Pool;
   readonly #waker: Waker;
+  /** Results ready at once share one finish_tasks call (one commit). */
+  readonly #finishes: FinishBatch;
   readonly #wakeups: TaskWakeups;
   /** Tasks taken and not reported yet (their tool running, or their report on its way). */
   readonly #runs = new Map<string, { run: TaskRun; done: Promise<void> }>();
   /** Tools running now: the slots taken (a slot frees when its tool returns, before the report). */
   #active = 0;
+  /** Tasks taken ahead, held, waiting for a slot: each entry starts one. */
+  readonly #queued: (() => void)[] = [];
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void>;
@@ -96,11 +109,13 @@ class TaskWorker implements Worker {
     if (Object.keys(options.tools).length === 0) throw new TypeError('createWorker: give at least one tool');
     const concurrency = options.concurrency ?? DEFAULTS.concurrency;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`createWorker: concurrency must be a whole number from 1 (got ${String(concurrency)})`);
+    const prefetch = options.prefetch ?? Math.floor(concurrency / 4);
+    if (!Number.isInteger(prefetch) || prefetch < 0) throw new TypeError(`createWorker: prefetch must be a whole number from 0 (got ${String(prefetch)})`);
     const schema = assertSchemaName(options.schema ?? process.env.STEPD_SCHEMA ?? 'stepd');
     const leaseMs = options.leaseMs ?? DEFAULTS.leaseMs;
     // The contract's bounds (take_tasks, extend_task): a lease of 1 second to 1 day.
     if (!Number.isFinite(leaseMs) || leaseMs < 1_000 || leaseMs > 86_400_000) throw new TypeError(`createWorker: leaseMs must be from 1000 (1 s) to 86400000 (1 day) (got ${String(leaseMs)})`);
-    this.#opts = { ...DEFAULTS, ...options, concurrency, schema, leaseMs, heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)) };
+    this.#opts = { ...DEFAULTS, ...options, concurrency, prefetch, schema, leaseMs, heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)) };
     this.#tools = new Map(Object.entries(options.tools));
     this.#log = (options.logger ?? createLogger({ name: 'stepd-worker' })).child({ worker: `${os.hostname()}:${process.pid}` });
     const poolOf = (max: number) => {
@@ -111,6 +126,10 @@ class TaskWorker implements Worker {
     };
     this.#pool = poolOf(options.poolSize ?? Math.min(10, concurrency + 1));
     this.#takePool = poolOf(1);
+    this.#finishes = new FinishBatch({
+      one: (item) => finishTaskWithToken(this.#pool, schema, item.task, item.result),
+      many: (items) => finishTasksWithTokens(this.#pool, schema, items),
+    });
     this.#waker = new Waker({ pollIntervalMs: this.#opts.pollIntervalMs, onTimer: () => {} });
     this.#wakeups = new TaskWakeups({
       url: options.databaseUrl,
@@ -167,7 +186,7 @@ class TaskWorker implements Worker {
     let idleRounds = 0;
     while (!this.#stopping) {
       this.#waker.clear();
-      const free = this.#opts.concurrency - this.#active;
+      const free = this.#opts.concurrency + this.#opts.prefetch - this.#active - this.#queued.length;
       if (free > 0) {
         const takenAt = Date.now();
         let tasks: WorkerTask[];
@@ -206,18 +225,35 @@ class TaskWorker implements Worker {
       log: this.#log,
       leaseMs: this.#opts.leaseMs,
       heartbeatMs: this.#opts.heartbeatMs,
+      finish: (t, result) => this.#finishes.finish({ task: t, result }),
     });
-    this.#active++;
-    const done = run
-      .run(() => {
-        this.#active--;
-        this.#waker.wake();
-      })
+    // Held from the take on, whether it starts now or waits for a slot (prefetch).
+    run.hold();
+    let launch!: () => void;
+    const launched = new Promise<void>((resolve) => (launch = resolve));
+    const done = launched
+      .then(() =>
+        run.run(() => {
+          this.#active--;
+          this.#launchQueued();
+          this.#waker.wake();
+        }),
+      )
       .then((end) => {
         this.#runs.delete(task.stepId);
         this.#opts.onTaskEnd?.(task, end);
       });
     this.#runs.set(task.stepId, { run, done });
+    this.#queued.push(launch);
+    this.#launchQueued();
+  }
+
+  /** Starts tasks taken ahead while slots are free. */
+  #launchQueued(): void {
+    while (this.#active < this.#opts.concurrency && this.#queued.length > 0) {
+      this.#active++;
+      this.#queued.shift()!();
+    }
   }
 }
 

@@ -22,6 +22,8 @@ export interface TaskRunDeps {
   log: Logger;
   leaseMs: number;
   heartbeatMs: number;
+  /** Records the result (default: finish_task on `db`; the worker shares a FinishBatch between its tasks). */
+  finish?: (task: WorkerTask, result: unknown) => Promise<void>;
   /** At most one progress write per task per this many ms (default 250). */
   progressIntervalMs?: number;
   now?: () => number;
@@ -75,13 +77,23 @@ export class TaskRun {
       toolReturned();
       return this.#end('lease_lost', 'the lease ran out before the task started: not run');
     }
-    this.#armLeaseTimer();
-    this.#heartbeat = setInterval(() => void this.checkLease(), this.#deps.heartbeatMs);
-    if (this.task.deadline) {
-      const ms = this.task.deadline.getTime() - this.#now();
-      this.#deadlineTimer = setTimeout(() => this.#stop('timeout'), Math.max(0, ms));
-    }
-    let outcome: { result: unknown } | { error: ErrorData };
+    this.hold();
+    let outcome: { result: unknown } | { error: ErrorData } = { result: null };
+    // Stopped while it waited for a slot (cancelled, lease lost, timed out, worker stopping): not
+    // run; the reason decides below what is reported.
+    if (this.#stopReason !== undefined) toolReturned();
+    else outcome = await this.#runTool(toolReturned);
+    await this.#progress.close();
+    await this.#extending;
+    const reason = this.#stopReason;
+    if (reason === 'cancelled') return this.#end('cancelled', 'the workflow was cancelled: nothing reported');
+    if (reason === 'lease_lost') return this.#end('lease_lost', 'the lease was lost: nothing reported (another worker may take the task)');
+    if (reason === 'timeout') outcome = { error: timeoutError(this.task).toJSON() };
+    if (reason === 'worker_stopped') outcome = { error: new StepError('worker_stopped', 'the worker stopped before the tool returned', { retryable: true }).toJSON() };
+    return this.#report(outcome);
+  }
+
+  async #runTool(toolReturned: () => void): Promise<{ result: unknown } | { error: ErrorData }> {
     try {
       const args = parseToolArgs(this.task.tool, this.#tool, this.task.args);
       const result = await this.#tool.run(args, {
@@ -96,21 +108,28 @@ export class TaskRun {
           if (value && this.#stopReason === undefined) this.#progress.push(value);
         },
       });
-      outcome = { result: result === undefined ? null : result };
+      return { result: result === undefined ? null : result };
     } catch (err) {
-      outcome = { error: coerceError(err).toJSON() };
+      return { error: coerceError(err).toJSON() };
     } finally {
       this.#clearTimers();
       toolReturned();
     }
-    await this.#progress.close();
-    await this.#extending;
-    const reason = this.#stopReason;
-    if (reason === 'cancelled') return this.#end('cancelled', 'the workflow was cancelled: nothing reported');
-    if (reason === 'lease_lost') return this.#end('lease_lost', 'the lease was lost: nothing reported (another worker may take the task)');
-    if (reason === 'timeout') outcome = { error: timeoutError(this.task).toJSON() };
-    if (reason === 'worker_stopped') outcome = { error: new StepError('worker_stopped', 'the worker stopped before the tool returned', { retryable: true }).toJSON() };
-    return this.#report(outcome);
+  }
+
+  /**
+   * Keeps the task's lease from now on (heartbeats, the lease and deadline timers) though its tool
+   * has not started: a task taken ahead waits for a slot as safely as a running one. Idempotent;
+   * run() calls it.
+   */
+  hold(): void {
+    if (this.#heartbeat !== undefined || this.#stopReason !== undefined || this.#reported) return;
+    this.#armLeaseTimer();
+    this.#heartbeat = setInterval(() => void this.checkLease(), this.#deps.heartbeatMs);
+    if (this.task.deadline) {
+      const ms = this.task.deadline.getTime() - this.#now();
+      this.#deadlineTimer = setTimeout(() => this.#stop('timeout'), Math.max(0, ms));
+    }
   }
 
   /** Aborts the tool because the worker stops (after its grace): reported as a retryable failure. */
@@ -181,7 +200,7 @@ export class TaskRun {
       }
     }
     const send = 'result' in outcome
-      ? () => finishTaskWithToken(this.#deps.db, this.#deps.schema, this.task, (outcome as { result: unknown }).result)
+      ? () => (this.#deps.finish ?? ((task, result) => finishTaskWithToken(this.#deps.db, this.#deps.schema, task, result)))(this.task, (outcome as { result: unknown }).result)
       : () => failTaskWithToken(this.#deps.db, this.#deps.schema, this.task, (outcome as { error: ErrorData }).error);
     let tries = 0;
     // Past the lease, another worker may hold the task; the token refuses us then, so trying is

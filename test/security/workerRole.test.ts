@@ -1,6 +1,6 @@
 /**
  * The worker role and the worker contract (sql/0027) under attack: a role granted
- * `<schema>_worker` may call take_tasks, finish_task, fail_task, extend_task and progress_task
+ * `<schema>_worker` may call take_tasks, finish_task, finish_tasks, fail_task, extend_task and progress_task
  * and nothing else; a client role and a role with no grants may not call them; forged and stale
  * tokens, oversize results and a client readying a worker's step are refused and change nothing.
  */
@@ -19,10 +19,11 @@ import {
 } from './helpers.js';
 
 const CONFIG = { workers: { billing: {} } };
-const WORKER_FUNCTIONS = ['take_tasks', 'finish_task', 'fail_task', 'extend_task', 'progress_task'];
+const WORKER_FUNCTIONS = ['take_tasks', 'finish_task', 'finish_tasks', 'fail_task', 'extend_task', 'progress_task'];
 const CALLS: Record<string, string> = {
   take_tasks: `SELECT * FROM stepd.take_tasks(ARRAY['billing.*'], 1, interval '10 seconds')`,
   finish_task: `SELECT stepd.finish_task(1, gen_random_uuid(), '{}')`,
+  finish_tasks: `SELECT stepd.finish_tasks(ARRAY[1]::bigint[], ARRAY[gen_random_uuid()], ARRAY['{}']::jsonb[])`,
   fail_task: `SELECT stepd.fail_task(1, gen_random_uuid(), '{}')`,
   extend_task: `SELECT stepd.extend_task(1, gen_random_uuid(), interval '10 seconds')`,
   progress_task: `SELECT stepd.progress_task(1, gen_random_uuid(), '{"progress": 1}')`,
@@ -47,7 +48,7 @@ async function env(): Promise<SecurityEnv & { worker: { role: string; q: Q } }> 
 }
 
 describe('the worker role', () => {
-  it('cannot read, write or lock any stepd table, nor call any function but the five', async () => {
+  it('cannot read, write or lock any stepd table, nor call any function but the six functions of the contract', async () => {
     const { t, worker } = await env();
     const tables = await t.q<{ name: string }>(
       `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v')`,
@@ -71,10 +72,11 @@ describe('the worker role', () => {
       `SELECT stepd.stepd_task_held(1, gen_random_uuid(), true)`,
       `SELECT stepd.stepd_task_lease(interval '1 minute')`,
       `SELECT stepd.stepd_report_task(1, '{}', NULL, 'finished')`,
+      `SELECT stepd.stepd_report_tasks(ARRAY[1]::bigint[], ARRAY['{}']::jsonb[])`,
     ]) {
       expect((await error(worker.q(call))).code, call).toBe('42501');
     }
-    // Of every SECURITY DEFINER function in the schema, the worker role may execute the five only;
+    // Of every SECURITY DEFINER function in the schema, the worker role may execute the six only;
     // the other functions it may execute are PUBLIC's read-only helpers, which any role may call.
     const fns = await t.q<{ name: string; definer: boolean; mine: boolean; public: boolean }>(
       `SELECT p.proname AS name, p.prosecdef AS definer, has_function_privilege($2, p.oid, 'EXECUTE') AS mine,
@@ -171,6 +173,57 @@ describe('the worker role', () => {
     }
     await worker.q(`SELECT stepd.finish_task($1, $2, '{"ok": true}')`, [task.step_id, task.token]);
     expect((await waitForWorkflow(t, id)).output).toEqual({ ok: true });
+  });
+
+  it('finish_tasks is all or nothing: one forged, stale or oversize entry refuses the call and changes nothing', async () => {
+    const { t, worker } = await env();
+    await t.q(`UPDATE stepd.size_caps SET result_bytes = 1000`);
+    const flow = { start: 'c', steps: { c: { tool: 'billing.charge', args: {}, done: true, output: '{{result}}' } } };
+    const ids = [await insertWorkflow(t, flow), await insertWorkflow(t, flow), await insertWorkflow(t, flow)];
+    const tasks = [await takeOne(worker), await takeOne(worker), await takeOne(worker)];
+    const [a, b, c] = tasks as [(typeof tasks)[0], (typeof tasks)[0], (typeof tasks)[0]];
+    const snapshot = async () => (await Promise.all(ids.map((id) => getSteps(t, id)))).flat();
+    const before = await snapshot();
+    const call = (stepIds: string[], tokens: (string | null)[], results: (string | null)[]) =>
+      worker.q(`SELECT stepd.finish_tasks($1::bigint[], $2::uuid[], $3::jsonb[]) AS n`, [stepIds, tokens, results]);
+    const forged = '00000000-0000-4000-8000-000000000000';
+    // A forged token, another task's token, an unknown step: 55000 naming the step, nothing changed.
+    for (const [stepIds, tokens] of [
+      [[a.step_id, b.step_id], [a.token, forged]],
+      [[a.step_id, b.step_id], [a.token, c.token]],
+      [[a.step_id, '999999999'], [a.token, b.token]],
+    ] as const) {
+      const err = await error(call([...stepIds], [...tokens], ['{"ok": 1}', '{"ok": 2}']));
+      expect(err.code, err.message).toBe('55000');
+      expect(err.detail).toBe('reason=unknown');
+    }
+    // An oversize result among good ones: 54000, nothing changed.
+    expect((await error(call([a.step_id, b.step_id], [a.token, b.token], ['{"ok": 1}', JSON.stringify({ blob: 'x'.repeat(5000) })]))).code).toBe('54000');
+    // Bad shapes: 22023.
+    for (const [stepIds, tokens, results] of [
+      [[a.step_id, a.step_id], [a.token, a.token], ['{}', '{}']],
+      [[a.step_id, b.step_id], [a.token], ['{}', '{}']],
+      [[a.step_id], [a.token], ['{}', '{}']],
+      [[], [], []],
+      [[a.step_id], [null], ['{}']],
+      [Array.from({ length: 1001 }, (_, i) => String(i + 1)), Array.from({ length: 1001 }, () => forged), Array.from({ length: 1001 }, () => '{}')],
+    ] as const) {
+      expect((await error(call([...stepIds], [...tokens], [...results]))).code).toBe('22023');
+    }
+    expect((await error(worker.q(`SELECT stepd.finish_tasks(NULL, NULL, NULL)`))).code).toBe('22023');
+    expect(await snapshot()).toEqual(before);
+    // The real tokens record all three at once (a SQL NULL result is JSON null); then each is stale (ended).
+    expect((await call([c.step_id, a.step_id, b.step_id], [c.token, a.token, b.token], ['{"n": 3}', '{"n": 1}', null]))[0]).toEqual({ n: 3 });
+    const err = await error(call([a.step_id], [a.token], ['{"again": true}']));
+    expect(err.code).toBe('55000');
+    expect(err.detail).toBe('reason=ended');
+    const outputs = await Promise.all(ids.map(async (id) => (await waitForWorkflow(t, id)).output));
+    const byStep = new Map([[a.step_id, { n: 1 }], [b.step_id, null], [c.step_id, { n: 3 }]]);
+    for (const [i, id] of ids.entries()) {
+      const step = (await getSteps(t, id))[0]!;
+      expect(step.result, `workflow ${id}`).toEqual(byStep.get(step.id));
+      expect(outputs[i]).toEqual(byStep.get(step.id));
+    }
   });
 
   it('a worker tool the workflow\'s user may not call fails with permission_denied before any worker sees it', async () => {

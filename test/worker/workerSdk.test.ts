@@ -113,4 +113,31 @@ describe('the worker SDK', () => {
     expect(wf.status).toBe('failed');
     expect(wf.error).toMatchObject({ code: 'lost' });
   });
+
+  it('tasks taken ahead of a free slot (prefetch) are held: never more run than the concurrency, and one cancelled while it waits never runs', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: billing() });
+    const url = await workerRoleUrl(t);
+    // Concurrency 4 takes one task ahead (prefetch: a quarter of it).
+    const worker = await spawnWorker(t, url, { WORKER_CONCURRENCY: '4', WORKER_HANG_MS: '4000' });
+    const hang = { start: 'h', steps: { h: { tool: 'billing.hang', args: {}, done: true } } };
+    const ids = await Promise.all([1, 2, 3, 4, 5].map(() => insertWorkflow(t, hang)));
+    // Five taken (they hold a token), four started.
+    const taken = await waitFor(async () => {
+      const rows = await t.q<{ workflow_id: string; step_id: string }>(
+        `SELECT workflow_id::text, id::text AS step_id FROM stepd.workflow_steps WHERE workflow_id = ANY ($1::bigint[]) AND task_token_hash IS NOT NULL`,
+        [ids],
+      );
+      return rows.length === 5 ? rows : undefined;
+    }, 'five tasks to be taken');
+    await waitFor(() => worker.events.filter((e) => e.event === 'start').length === 4, 'four tasks to start');
+    const started = new Set(worker.events.filter((e) => e.event === 'start').map((e) => String(e.stepId)));
+    const waiting = taken.find((r) => !started.has(r.step_id))!;
+    await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [waiting.workflow_id]);
+    await waitFor(() => worker.events.filter((e) => e.event === 'end').length === 5, 'every task to end', 20_000);
+    const ends = new Map(worker.events.filter((e) => e.event === 'end').map((e) => [String(e.stepId), e.end]));
+    expect(ends.get(waiting.step_id)).toBe('cancelled');
+    expect(worker.events.filter((e) => e.event === 'start').map((e) => String(e.stepId))).not.toContain(waiting.step_id);
+    for (const id of ids.filter((x) => String(x) !== waiting.workflow_id)) expect((await waitForWorkflow(t, id)).status).toBe('completed');
+  });
 });

@@ -64,6 +64,18 @@ export async function finishTaskWithToken(db: Queryable, schema: string, task: {
   await db.query({ text: `SELECT ${qualified(schema, 'finish_task')}($1::bigint, $2, $3::jsonb)`, values: [task.stepId, task.token, jsonParam(result ?? null)] });
 }
 
+/**
+ * Records several tasks' results in one call and one commit (finish_tasks, sql/0037). All or
+ * nothing: one stale token (55000) or oversized result (54000) refuses the whole call, nothing
+ * changed; the caller then reports them one by one (finishTaskWithToken) to learn which.
+ */
+export async function finishTasksWithTokens(db: Queryable, schema: string, done: readonly { task: { stepId: string; token: string }; result: unknown }[]): Promise<void> {
+  await db.query({
+    text: `SELECT ${qualified(schema, 'finish_tasks')}($1::bigint[], $2::uuid[], $3::jsonb[])`,
+    values: [done.map((d) => d.task.stepId), done.map((d) => d.task.token), done.map((d) => jsonParam(d.result ?? null))],
+  });
+}
+
 /** Records the task's failure ({code, message, retryable, details}); refused when the token is stale. */
 export async function failTaskWithToken(db: Queryable, schema: string, task: { stepId: string; token: string }, error: unknown): Promise<void> {
   await db.query({ text: `SELECT ${qualified(schema, 'fail_task')}($1::bigint, $2, $3::jsonb)`, values: [task.stepId, task.token, jsonParam(error)] });
