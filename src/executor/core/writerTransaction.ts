@@ -20,7 +20,7 @@ export async function inWriterTransaction<T>(
   deps: TxDeps,
   claim: ClaimOnCreate | undefined,
   fn: (client: pg.PoolClient, w: TxWriter) => Promise<T>,
-  opts: Pick<TransactionOptions, 'lockTimeoutMs'> = {},
+  opts: Pick<TransactionOptions, 'lockTimeoutMs' | 'genericPlans'> = {},
 ): Promise<T> {
   let writer: TxWriter | undefined;
   try {
