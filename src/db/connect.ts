@@ -106,17 +106,16 @@ export interface TransactionOptions {
    */
   lockTimeoutMs?: number;
   /**
-   * Plan the transaction's prepared statements once (`plan_cache_mode = force_generic_plan`):
-   * for a batch statement whose parameters are arrays, JSON and a LIMIT, a custom plan costs
-   * ~1.5 ms of planning at every execution and comes out the same (docs/performance.md).
+   * Plan this transaction's prepared statements once per connection (`plan_cache_mode =
+   * force_generic_plan`), set in the BEGIN's round trip. A batch of one outcome (a chain's hop)
+   * otherwise re-plans its lock-and-finish statement at every call: about as long as running it.
    */
   genericPlans?: boolean;
 }
 
 /** The BEGIN sent for `opts`, in one round trip (the setting is a whole number of milliseconds, never a user value). */
 function beginStatement(opts: TransactionOptions): string {
-  const preferred = opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN';
-  const begin = opts.genericPlans ? `${preferred}; SET LOCAL plan_cache_mode = force_generic_plan` : preferred;
+  const begin = (opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN') + (opts.genericPlans ? '; SET LOCAL plan_cache_mode = force_generic_plan' : '');
   if (opts.lockTimeoutMs === undefined) return begin;
   const ms = Math.max(1, Math.round(opts.lockTimeoutMs));
   if (!Number.isSafeInteger(ms)) throw new RangeError(`lockTimeoutMs must be a finite number of milliseconds, not ${opts.lockTimeoutMs}`);
