@@ -59,4 +59,17 @@ describe('lifecycle events', () => {
     expect(failed.error?.code).toBe('failed');
     expect(failed.error!.message.length).toBeLessThan(message.length);
   });
+
+  it('carries quotes, backslashes, control characters and emoji in a payload exactly as sent (payloads travel as one JSON array)', async () => {
+    const t = await createTestSchema();
+    const events = await listen(t);
+    await startExecutor(t);
+    const message = 'a "quoted" \\ back\\slash, a tab\t, \u0001, a line\u2028separator, 😀 and ] , [ {"not": "json"}';
+    const id = await insertWorkflow(t, { start: 'a', steps: { a: { tool: 'core.fail', args: { message, code: 'odd"code\\' } } } });
+    expect((await waitForWorkflow(t, id)).status).toBe('failed');
+    const failed = await waitFor(() => events.find((e) => e.type === 'step.failed' && e.workflowId === id), 'the step.failed event');
+    expect(failed.error).toEqual({ code: 'odd"code\\', message });
+    await waitFor(() => events.some((e) => e.type === 'workflow.failed' && e.workflowId === id), 'workflow.failed');
+    expect(events.filter((e) => e.workflowId === id).map((e) => e.type)).toEqual(['workflow.started', 'step.started', 'step.failed', 'workflow.failed']);
+  });
 });

@@ -16,6 +16,16 @@ export interface EventsNotify {
   payloads: string[];
 }
 
+/**
+ * Event payloads as one JSON array for a `json` parameter, read back with `json_array_elements`
+ * (whose elements keep their text as sent): each payload is already JSON text (eventPayload), so
+ * joining them costs no second JSON.stringify that escapes every quote, and PostgreSQL no
+ * unescaping.
+ */
+export function payloadsParam(payloads: readonly string[] | undefined): string {
+  return payloads && payloads.length > 0 ? `[${payloads.join(',')}]` : '[]';
+}
+
 /** JSON for a jsonb parameter: undefined → SQL NULL, anything else (even null) → its JSON text. */
 export function jsonParam(value: unknown): string | null {
   return value === undefined ? null : JSON.stringify(value);

@@ -2,7 +2,7 @@
  * NOTIFY. (The executors' locks are rows of executor_leases, never advisory locks: leases.ts.)
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
-import { type Queryable } from './common.js';
+import { payloadsParam, type Queryable } from './common.js';
 
 export async function notifyEvents(db: Queryable, channel: string, payloads: string[]): Promise<void> {
   if (payloads.length === 0) return;
@@ -10,8 +10,8 @@ export async function notifyEvents(db: Queryable, channel: string, payloads: str
     name: 'stepd_notify_events',
     // One JSON array, not a text[]: the driver escapes every quote of a text[] element in
     // JavaScript, and event payloads are JSON, full of quotes.
-    text: `SELECT pg_notify($1, p) FROM json_array_elements_text($2::json) AS p`,
-    values: [channel, JSON.stringify(payloads)],
+    text: `SELECT pg_notify($1, p::text) FROM json_array_elements($2::json) AS p`,
+    values: [channel, payloadsParam(payloads)],
   });
 }
 

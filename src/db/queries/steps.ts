@@ -5,7 +5,7 @@
 import type { ErrorData } from '../../errors.js';
 import type { StepRow, StepStatus } from '../tables.js';
 import { storableError } from '../../storedError.js';
-import type { EventsNotify, Queryable } from './common.js';
+import { payloadsParam, type EventsNotify, type Queryable } from './common.js';
 
 export interface NewStep {
   workflowId: string;
@@ -104,7 +104,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
                        FROM ins GROUP BY workflow_id) c
               WHERE w.id = c.workflow_id AND c.n > 0),
            events AS (
-             SELECT 1 AS grp, e.ord AS ord, e.payload FROM json_array_elements_text($3::json) WITH ORDINALITY AS e(payload, ord)
+             SELECT 1 AS grp, e.ord AS ord, e.payload::text FROM json_array_elements($3::json) WITH ORDINALITY AS e(payload, ord)
              UNION ALL
              SELECT 2, i.id, CASE WHEN i.item_index IS NULL
                       THEN json_build_object('type', 'step.started', 'schema', $4::text, 'workflowId', i.workflow_id::text,
@@ -118,7 +118,7 @@ export async function insertSteps(db: Queryable, steps: NewStep[], notify?: Step
     values: [
       JSON.stringify(steps.map(stepRecord)),
       notify?.channel ?? 'stepd_events',
-      JSON.stringify(notify?.payloads ?? []),
+      payloadsParam(notify?.payloads),
       notify?.startedSchema ?? null,
       JSON.stringify(Object.fromEntries(counted ?? [])),
     ],

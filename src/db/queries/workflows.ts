@@ -5,7 +5,7 @@
 import type { ErrorData } from '../../errors.js';
 import type { WorkflowRow } from '../tables.js';
 import { storableError } from '../../storedError.js';
-import { errorParam, jsonParam, type EventsNotify, type Queryable } from './common.js';
+import { errorParam, jsonParam, payloadsParam, type EventsNotify, type Queryable } from './common.js';
 import { FAIR_NEW_WORKFLOWS } from './lanes.js';
 
 export type AdmittedWorkflow = Pick<
@@ -231,7 +231,7 @@ export async function endWorkflowsCancellingLiveSteps(
               WHERE w.id = u.id AND w.status <> ALL ('{completed,failed,cancelled}'::text[])
              RETURNING w.id),
            -- The transaction's events, in order, when this is its last statement (one round trip fewer).
-           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($4, e.p) FROM json_array_elements_text($5::json) WITH ORDINALITY AS e(p, ord)
+           sent AS (SELECT count(*) AS n FROM (SELECT pg_notify($4, e.p::text) FROM json_array_elements($5::json) WITH ORDINALITY AS e(p, ord)
                                                 WHERE $4 IS NOT NULL ORDER BY e.ord) x)
            SELECT ARRAY(SELECT id::text FROM cancelled WHERE was = 'running') AS running, (SELECT n FROM sent) AS notified`,
     // The ends as one JSON array (see insertSteps): a completed workflow's output is JSON null at least.
@@ -240,7 +240,7 @@ export async function endWorkflowsCancellingLiveSteps(
       JSON.stringify(ends.map((e) => (e.status === 'completed' ? { id: e.workflowId, status: e.status, output: e.output ?? null } : { id: e.workflowId, status: e.status, error: storableError(e.error) }))),
       unapplied,
       notify?.channel ?? null,
-      JSON.stringify(notify?.payloads ?? []),
+      payloadsParam(notify?.payloads),
     ],
   });
   return rows[0]?.running ?? [];

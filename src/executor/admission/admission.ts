@@ -127,7 +127,7 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  });
+  }, { genericPlans: true });
 }
 
 /**

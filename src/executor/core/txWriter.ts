@@ -69,7 +69,7 @@ export class TxWriter {
   /** Workflows admitted in this transaction whose first step row is counted already (precountFirstStep). */
   private readonly precounted = new Set<string>();
   /** Run first by finish(): each workflow's deferred work (arrivals at its forks). */
-  private readonly settlers: (() => Promise<void>)[] = [];
+  private readonly settlers: (() => Promise<void> | undefined)[] = [];
 
   private atText: string | undefined;
 
@@ -210,7 +210,7 @@ export class TxWriter {
   }
 
   /** Work to finish before the last statements (a workflow's pending fork arrivals). */
-  beforeFinish(settle: () => Promise<void>): void {
+  beforeFinish(settle: () => Promise<void> | undefined): void {
     this.settlers.push(settle);
   }
 
@@ -221,7 +221,10 @@ export class TxWriter {
 
   /** Flushes rows, completes idle workflows and NOTIFYs the events: the last statements before COMMIT. */
   async finish(emitEvents: boolean): Promise<void> {
-    for (const settle of this.settlers) await settle();
+    for (const settle of this.settlers) {
+      const settling = settle();
+      if (settling) await settling;
+    }
     if (emitEvents && this.queued.length > 0 && this.ends.size === 0 && this.workflowEnds.length === 0) {
       // The common chain case: the rows and every event go out in one statement.
       const payloads = this.events.splice(0, this.events.length).map(eventPayload);

@@ -87,9 +87,12 @@ export class Advance implements ForkHost {
     }
   }
 
-  /** Settles the arrivals at forks that the outcomes applied so far left (see ForkSettlement). */
-  async settleArrivals(): Promise<void> {
-    await this.forks.settleArrivals();
+  /**
+   * Settles the arrivals at forks that the outcomes applied so far left (see ForkSettlement);
+   * undefined at once when none waits (the usual case: no promise per workflow and transaction).
+   */
+  settleArrivals(): Promise<void> | undefined {
+    return this.forks.waiting ? this.forks.settleArrivals() : undefined;
   }
 
   /**
@@ -129,8 +132,9 @@ export class Advance implements ForkHost {
    * conditions and output as it did in its args.
    */
   private async handledError(origin: Origin): Promise<ErrorData | undefined> {
-    const steps = [...this.wf.flow.steps.values()];
-    if (!steps.some((s) => s.onError === origin.name)) return undefined;
+    let handles = false;
+    for (const s of this.wf.flow.steps.values()) if (s.onError === origin.name) handles = true;
+    if (!handles) return undefined;
     await this.flush();
     const prev = await getPrecedingRowInChain(this.db, {
       workflowId: this.wf.id,
