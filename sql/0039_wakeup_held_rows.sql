@@ -9,8 +9,9 @@
 -- the executors' poll (measured: 3 s with a 3 s poll, ~1 s with the default; nothing else wakes
 -- the executor once its lookout has gone quiet).
 --
--- Now a ready wait counts as on its way only while its row version has never been locked or
--- updated since it was readied (xmax = 0). A row locked by a client, or by a claim still in
+-- Now a ready wait counts as on its way only while its row version has been locked or updated by
+-- no transaction but the one that readied it (xmax is 0 or its xmin; the readying transaction
+-- locks its own new version). A row locked by a client, or by a claim still in
 -- progress, does not count, and the signal NOTIFYs: at worst one NOTIFY more than part 36 sent,
 -- never one fewer. Everything else of part 36 is unchanged.
 
@@ -35,8 +36,8 @@ BEGIN
       END IF;
       PERFORM pg_catalog.set_config('stepd.signal_wakeup', tx, true);
       -- The newest consumptions of other transactions (created_at is their now(); ours is ours).
-      -- A ready wait counts only while no transaction has locked its row since it was readied
-      -- (xmax 0): a row someone holds (a client's SELECT ... FOR UPDATE, or a claim in progress)
+      -- A ready wait counts only while no other transaction has locked its row since it was
+      -- readied (xmax 0, or the readying transaction's own xid): a row someone holds (a client's SELECT ... FOR UPDATE, or a claim in progress)
       -- may never reach an executor's lookout, so this signal NOTIFYs (part 39).
       -- Only a READ COMMITTED transaction sees them as they are now: an older snapshot (REPEATABLE
       -- READ, SERIALIZABLE) may show a wait as ready that an executor took long ago: it NOTIFYs.
@@ -47,7 +48,7 @@ BEGIN
                         ORDER BY c.created_at DESC LIMIT 20) r
           JOIN @schema@.workflow_steps st ON st.id = r.step_id
          WHERE (st.status = 'ready' AND NOT st.gated AND st.ready_at <= pg_catalog.clock_timestamp()
-                AND st.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid)
+                AND (st.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid OR st.xmax OPERATOR(pg_catalog.=) st.xmin))
             OR (st.status = 'running' AND st.updated_at > pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => 0.25))) THEN
         PERFORM pg_catalog.pg_notify('stepd_wakeup', pg_catalog.json_build_object(
           'schema', @literal@, 'table', 'workflow_steps', 'status', 'ready')::pg_catalog.text);
