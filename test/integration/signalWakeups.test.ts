@@ -112,6 +112,20 @@ describe("a signal's wake-up", () => {
     }
     expect(await statusOf(t, steps.get('k5')!)).toBe('ready');
     expect(await wakeups.settle()).toBe(1);
+
+    // A ready wait whose row another transaction holds (a client's SELECT … FOR UPDATE; claims
+    // skip it) is not on its way: the next signal wakes the executors (sql/0039).
+    const holder = await t.db.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${t.schema}.workflow_steps WHERE id = $1 FOR KEY SHARE`, [steps.get('k5')]);
+      await send(t, 'k3');
+      expect(await statusOf(t, steps.get('k3')!)).toBe('ready');
+      expect(await wakeups.settle()).toBe(1);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
   });
 
   it('a burst whose signals mostly skip their NOTIFY is all picked up without the poll', async () => {

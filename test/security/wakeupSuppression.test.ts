@@ -1,0 +1,154 @@
+/**
+ * Attacks on a signal's wake-up (sql/0036, sql/0039). A signal that readies a wait NOTIFYs at
+ * commit only when no other signal wait is "on its way" (readied by another transaction in the
+ * last second and still ready). A hostile client with its own login tries to make every other
+ * tenant's signal skip its NOTIFY and wait for the executors' poll:
+ * - by holding its own readied waits locked (claims skip locked rows), renewed every 400 ms;
+ * - by writing `stepd.signal_wakeup` for other sessions (ALTER ROLE / DATABASE … SET).
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { clientInsert, createClientRole, holdRow, onCleanup, refused, securityEnv, waitForStep, waitForWorkflow, type ClientRole, type SecurityEnv } from './helpers.js';
+
+const waitFlow = (name: string) => ({ start: 'w', steps: { w: { signal: { name, key: '{{input.k}}' }, done: true, output: '{{result}}' } } });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Longer than a second, so a wake-up left to the poll shows as a stall the test can see. */
+const POLL_MS = 3_000;
+
+/** A pending wait of `client`'s own: the workflow id and the wait step's id. */
+async function ownWait(env: SecurityEnv, client: ClientRole, name: string, k: string): Promise<{ id: string; step: string }> {
+  const id = await clientInsert(client, waitFlow(name), { input: { k } });
+  const step = await waitForStep(env.t, id, 'w', 'pending');
+  return { id, step: step.id };
+}
+
+/**
+ * The attacker readies its own wait and, on a second connection queued behind that transaction's
+ * row lock, takes the readied row FOR UPDATE the instant it commits: a ready signal wait, consumed
+ * by another transaction less than a second ago, that no executor can claim. Returns the holder.
+ */
+async function readyAndHold(env: SecurityEnv, pool: pg.Pool, step: string, key: string): Promise<pg.PoolClient> {
+  const s1 = await pool.connect();
+  const s2 = await pool.connect();
+  try {
+    await s1.query('BEGIN');
+    await s1.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('atk.tick', $1)`, [key]);
+    await s2.query('BEGIN');
+    const locked = s2.query(`SELECT 1 FROM ${env.t.schema}.workflow_steps WHERE id = $1 FOR UPDATE`, [step]);
+    await sleep(20);
+    await s1.query('COMMIT');
+    await locked;
+  } finally {
+    s1.release();
+  }
+  return s2;
+}
+
+describe('a client cannot suppress another tenant’s signal wake-up', () => {
+  it('holding its own readied waits locked, renewed every 400 ms, does not delay another role’s signals by a second', async () => {
+    const env = await securityEnv({ options: { pollIntervalMs: POLL_MS } });
+    const victim = await createClientRole(env.t);
+    const rounds = 12;
+    const attacker = new pg.Pool({ connectionString: env.client.url, max: rounds + 2 });
+    attacker.on('error', () => {});
+    onCleanup(() => attacker.end().catch(() => {}));
+    const waits = [];
+    for (let i = 0; i < rounds; i++) waits.push(await ownWait(env, env.client, 'atk.tick', `a${i}`));
+    const victims = [];
+    for (let j = 0; j < 4; j++) victims.push(await ownWait(env, victim, 'vic.sig', `v${j}`));
+
+    const held: pg.PoolClient[] = [];
+    onCleanup(async () => {
+      for (const c of held) c.release(true);
+    });
+    let stop = false;
+    const attack = (async () => {
+      for (let i = 0; i < rounds && !stop; i++) {
+        held.push(await readyAndHold(env, attacker, waits[i]!.step, `a${i}`));
+        await sleep(400);
+      }
+    })();
+    // Past the executor's lookout and recheck for the attacker's first (NOTIFYing) signal.
+    await sleep(1_500);
+    const heldReady = await env.t.q(`SELECT id FROM stepd.workflow_steps WHERE id = ANY($1::bigint[]) AND status = 'ready'`, [waits.map((w) => w.step)]);
+    expect(heldReady.length, 'the attack holds ready waits').toBeGreaterThanOrEqual(2);
+
+    const latencies: number[] = [];
+    for (const [j, v] of victims.entries()) {
+      const [sig] = await victim.q<{ at: Date }>(`INSERT INTO stepd.signals (name, key) VALUES ('vic.sig', $1) RETURNING created_at AS at`, [`v${j}`]);
+      const wf = await waitForWorkflow(env.t, v.id);
+      expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+      latencies.push(new Date(wf.completed_at as unknown as string).getTime() - sig!.at.getTime());
+      await sleep(650);
+    }
+    stop = true;
+    await attack;
+    for (const c of held.splice(0)) {
+      await c.query('ROLLBACK');
+      c.release();
+    }
+    // Measured before sql/0039: [1173, 3022, 24, 35] (the poll); after: tens of ms.
+    expect(Math.max(...latencies), `victim latencies ${latencies.join(', ')} ms`).toBeLessThan(1_000);
+    // The attacker's own waits are taken once let go (those the attack did not reach get a signal now).
+    for (let i = 0; i < rounds; i++) await env.client.q(`INSERT INTO stepd.signals (name, key) VALUES ('atk.tick', $1)`, [`a${i}`]);
+    for (const w of waits) expect((await waitForWorkflow(env.t, w.id)).status).toBe('completed');
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('stepd.signal_wakeup is set only for the attacker’s own sessions: not for another role, nor database-wide', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const ident = pg.escapeIdentifier;
+    await refused(env.client.q(`ALTER ROLE ${ident(victim.role)} SET stepd.signal_wakeup = '1'`), /permission denied|must be/);
+    const [{ db }] = (await env.client.q<{ db: string }>(`SELECT current_database() AS db`)) as [{ db: string }];
+    await refused(env.client.q(`ALTER DATABASE ${ident(db)} SET stepd.signal_wakeup = '1'`), /must be owner|permission denied/);
+    // Its own role default reaches only its own sessions, and a victim's signal still wakes at once.
+    await env.client.q(`ALTER ROLE ${ident(env.client.role)} SET stepd.signal_wakeup = '1'`).catch(() => {});
+    const v = await ownWait(env, victim, 'vic.sig', 'v');
+    const [sig] = await victim.q<{ at: Date }>(`INSERT INTO stepd.signals (name, key) VALUES ('vic.sig', 'v') RETURNING created_at AS at`);
+    const wf = await waitForWorkflow(env.t, v.id);
+    expect(wf.status).toBe('completed');
+    expect(new Date(wf.completed_at as unknown as string).getTime() - sig!.at.getTime()).toBeLessThan(1_000);
+  });
+});
+
+/**
+ * KNOWN OPEN (found by this review, not fixed here): the executor creates a signal wait's row under
+ * the wait's bucket lock (FOR NO KEY UPDATE, no lock_timeout) in the transaction that admits the
+ * workflow, and a signal's trigger holds that bucket FOR SHARE until its transaction ends. A client
+ * that keeps a signal's transaction open (or whose signal is itself blocked on a wait row another
+ * client holds FOR UPDATE) and then starts a workflow whose first step waits on that bucket stalls
+ * the executor's admissions for every tenant, for as long as it likes (measured: > 20 s, the
+ * executor's transaction waiting in lockSignalWaitBuckets). Remove `.skip` once wait creation bounds
+ * its lock wait (as the outcome lanes do, outcomeLocks.ts) and defers the workflow that met it.
+ */
+describe.skip('KNOWN OPEN: a client holding a signal bucket stalls admissions', () => {
+  it('an open signal transaction plus a workflow that waits on its bucket does not stop another role’s one-step workflow', async () => {
+    const env = await securityEnv();
+    const other = await createClientRole(env.t);
+    const conn = await env.client.pool.connect();
+    onCleanup(async () => {
+      await conn.query('ROLLBACK').catch(() => {});
+      conn.release(true);
+    });
+    await conn.query('BEGIN');
+    await conn.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('held.bucket', 'k')`);
+    await clientInsert(env.client, waitFlow('held.bucket'), { input: { k: 'k' } });
+    await sleep(300);
+    const quick = await clientInsert(other, { start: 'a', steps: { a: { tool: 'core.echo', args: {}, done: true } } });
+    const wf = await waitForWorkflow(env.t, quick, undefined, 5_000);
+    expect(wf.status).toBe('completed');
+  });
+
+  it('a client holding another tenant’s pending wait row FOR UPDATE does not hold up that tenant’s signal by a second', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const v = await ownWait(env, victim, 'vic.held', 'k');
+    const held = await holdRow(env.client.pool, env.t, v.step, { table: 'workflow_steps' });
+    const sent = victim.q(`INSERT INTO stepd.signals (name, key) VALUES ('vic.held', 'k') RETURNING id`);
+    const outcome = await Promise.race([sent.then(() => 'sent'), sleep(1_500).then(() => 'blocked')]);
+    await held.release();
+    await sent;
+    expect(outcome).toBe('sent');
+  });
+});
