@@ -84,6 +84,8 @@ describe('a client holding workflow rows', () => {
     const { t } = env;
     const gate = { start: 'g', steps: { g: { approval: { timeout: '200ms' }, next: 'end' }, end: { tool: 'core.noop', done: true } } };
     const a = await insertWorkflow(t, gate);
+    // Held once admitted (a row held while still new is skipped by admission instead: another test).
+    await waitFor(async () => (await t.q(`SELECT 1 FROM stepd.workflows WHERE id = $1 AND status = 'running'`, [a])).length > 0, 'workflow a admitted');
     const held = await holdRow(env.client.pool, t, a);
     const b = await insertWorkflow(t, gate);
     // a's gate expires first (inserted first); its row is held, so only b's can be handled.
