@@ -127,7 +127,7 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  }, { genericPlans: true });
+  }, { genericPlans: false }); // planned per batch: see recordOutcomeBatch
 }
 
 /**
