@@ -24,7 +24,7 @@ import { Listener } from './wakeups/listener.js';
 import type { WakeupHint } from './wakeups/wakeupHint.js';
 import { CancelChecks } from './wakeups/cancelChecks.js';
 import { admitWorkflows } from './admission/admission.js';
-import { AdmissionDeferrals } from './admission/admissionDeferrals.js';
+import { LockDeferrals } from './core/lockDeferrals.js';
 import { finishSteps, type TxDeps, type TxResult } from './outcomes/transactions.js';
 import { DatabaseOutage } from './core/dbOutage.js';
 import { Heartbeat } from './supervision/heartbeat.js';
@@ -89,8 +89,8 @@ export class Executor {
   private readonly admission: AdmissionLane;
   /** New workflows the database refuses to change at all (admission.ts): left alone. */
   private readonly unadmittable = new Set<string>();
-  /** New workflows whose admission met a lock held elsewhere: tried again after a backoff (admissionDeferrals.ts). */
-  private readonly admissionDeferrals = new AdmissionDeferrals();
+  /** New workflows whose admission met a lock held elsewhere: tried again after a backoff (admissionLocks.ts). */
+  private readonly admissionDeferrals = new LockDeferrals();
   /** Fair admission's round-robin cursor over roles (admission.ts). */
   private readonly admissionTurns = { afterRole: '' };
   private loopDone: Promise<void> | undefined;

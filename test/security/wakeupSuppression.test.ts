@@ -8,7 +8,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { clientInsert, createClientRole, holdRow, onCleanup, refused, securityEnv, waitForStep, waitForWorkflow, type ClientRole, type SecurityEnv } from './helpers.js';
+import { clientInsert, createClientRole, holdRow, onCleanup, refused, securityEnv, waitFor, waitForStep, waitForWorkflow, type ClientRole, type SecurityEnv } from './helpers.js';
 
 const waitFlow = (name: string) => ({ start: 'w', steps: { w: { signal: { name, key: '{{input.k}}' }, done: true, output: '{{result}}' } } });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -118,7 +118,7 @@ describe('a client cannot suppress another tenant’s signal wake-up', () => {
  * open and starts a workflow whose first step (or a later one) waits on that bucket stalled the
  * executor's admissions (or outcomes) for every tenant (measured before the fix: > 20 s, the
  * admission transaction waiting in lockSignalWaitBuckets). Now an admission waits for a lock at
- * most ADMISSION_LOCK_WAIT_MS and defers only the workflow that met it (admissionDeferrals.ts);
+ * most ADMISSION_LOCK_WAIT_MS and defers only the workflow that met it (admissionLocks.ts);
  * an outcome batch hands it to the alone lane (outcomeLocks.ts). The held workflow's wait is
  * created, under the lock, once the holder lets go, and still receives a later signal.
  */
@@ -196,6 +196,34 @@ describe('a client holding a signal bucket open stalls no other tenant', () => {
     await env.client.q(`INSERT INTO stepd.signals (name, key) VALUES ('held.later', 'k')`);
     expect((await waitForWorkflow(env.t, stuck)).status).toBe('completed');
     await env.bystander.assertUndisturbedAndServed();
+  });
+});
+
+describe('a client holding a signal bucket open stalls no other tenant’s redrives or claims', () => {
+  it('redriving its own timed-out wait on a held bucket does not stop another role’s workflows', async () => {
+    const env = await securityEnv();
+    const other = await createClientRole(env.t);
+    const flow = { start: 'w', steps: { w: { signal: { name: 'held.redrive', key: '{{input.k}}', timeout: '200ms' }, done: true, output: '{{result}}' } } };
+    const id = await clientInsert(env.client, flow, { input: { k: 'k' } });
+    expect((await waitForWorkflow(env.t, id)).status).toBe('failed');
+    const conn = await env.client.pool.connect();
+    onCleanup(async () => {
+      await conn.query('ROLLBACK').catch(() => {});
+      conn.release(true);
+    });
+    await conn.query('BEGIN');
+    await conn.query(`INSERT INTO ${env.t.schema}.signals (name, key) VALUES ('held.redrive', 'k')`);
+    await env.client.q(`UPDATE stepd.workflows SET status = 'running' WHERE id = $1 AND status = 'failed'`, [id]);
+    await sleep(300);
+    for (let i = 0; i < 2; i++) {
+      const quick = await clientInsert(other, { start: 'a', steps: { a: { tool: 'core.echo', args: {}, next: 'b' }, b: { tool: 'core.echo', args: {}, done: true } } });
+      expect((await waitForWorkflow(env.t, quick, undefined, 5_000)).status).toBe('completed');
+    }
+    await conn.query('ROLLBACK');
+    // Let go: the redrive is handled (not refused), its wait created under the lock.
+    await waitFor(async () => (await env.t.q(`SELECT 1 FROM stepd.workflow_steps WHERE workflow_id = $1 AND name = 'w' AND status = 'pending'`, [id]))[0], 'the redriven wait', 10_000);
+    const [wf] = await env.t.q<{ status: string }>(`SELECT status FROM stepd.workflows WHERE id = $1`, [id]);
+    expect(wf!.status).toBe('running');
   });
 });
 

@@ -27,7 +27,8 @@ import type { TxDeps } from '../core/txTypes.js';
 import type { ClaimOnCreate, CreatedClaim, TxWriter } from '../core/txWriter.js';
 import type { WorkflowInfo } from '../core/workflowCache.js';
 import { inWriterTransaction } from '../core/writerTransaction.js';
-import { ADMISSION_LOCK_WAIT_MS, AdmissionDeferrals, AdmissionLockHeld } from './admissionDeferrals.js';
+import { LockDeferrals } from '../core/lockDeferrals.js';
+import { ADMISSION_LOCK_WAIT_MS, AdmissionLockHeld } from './admissionLocks.js';
 
 /** Batches redone in one admitWorkflows call, each without a workflow that met a held lock. */
 const MAX_REDOS_AROUND_HELD = 3;
@@ -47,7 +48,7 @@ export interface Admission {
   /** Whether first steps were created ready for the claim loop. */
   readyNow: boolean;
   readyInMs?: number;
-  /** Milliseconds until a workflow deferred for a held lock (AdmissionDeferrals) may be tried again. */
+  /** Milliseconds until a workflow deferred for a held lock (admissionLocks.ts) may be tried again. */
   deferredInMs?: number;
 }
 
@@ -65,7 +66,7 @@ export async function admitWorkflows(
   claim?: ClaimOnCreate,
   unadmittable: Set<string> = new Set(),
   turns: AdmissionTurns = { afterRole: '' },
-  deferrals: AdmissionDeferrals = new AdmissionDeferrals(),
+  deferrals: LockDeferrals = new LockDeferrals(),
 ): Promise<Admission> {
   // A workflow that met a lock held elsewhere is deferred, and the batch redone without it.
   for (let redo = 0; redo <= MAX_REDOS_AROUND_HELD; redo++) {
@@ -79,7 +80,7 @@ export async function admitWorkflows(
   return withDeferred({ admitted: 0, claimed: [], readyNow: false }, deferrals);
 }
 
-function withDeferred(a: Admission, deferrals: AdmissionDeferrals): Admission {
+function withDeferred(a: Admission, deferrals: LockDeferrals): Admission {
   const ms = deferrals.nextInMs();
   return ms === undefined ? a : { ...a, deferredInMs: ms };
 }
@@ -90,7 +91,7 @@ async function admitOrOneByOne(
   claim: ClaimOnCreate | undefined,
   unadmittable: Set<string>,
   turns: AdmissionTurns,
-  deferrals: AdmissionDeferrals,
+  deferrals: LockDeferrals,
 ): Promise<Admission> {
   const skip = [...unadmittable, ...deferrals.skipped()];
   try {

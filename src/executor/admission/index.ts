@@ -4,7 +4,7 @@
  * are created where slots allow). Runs beside the claim loop. Imports core/ and transitions/.
  *
  * - admission.ts — one admission transaction (admitWorkflows).
- * - admissionDeferrals.ts — workflows whose admission met a lock held elsewhere, tried again later.
+ * - admissionLocks.ts — its lock wait: a workflow that met a lock held elsewhere is tried again later.
  * - admissionLane.ts — admissions beside the loop, one at a time, backing off alone.
  * - admissionPace.ts — how many to admit while ready steps wait; startAtAlarm.ts — delayed starts.
  *

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionDeferrals, AdmissionLockHeld } from '../../src/executor/admission/admissionDeferrals.js';
+import { AdmissionLockHeld } from '../../src/executor/admission/admissionLocks.js';
+import { LockDeferrals } from '../../src/executor/core/lockDeferrals.js';
 
-describe('AdmissionDeferrals', () => {
+describe('LockDeferrals', () => {
   it('skips a deferred workflow until its backoff ends, doubling it up to 2 s', () => {
     let now = 1_000;
-    const d = new AdmissionDeferrals(() => now);
+    const d = new LockDeferrals(() => now);
     expect(d.skipped()).toEqual([]);
     expect(d.nextInMs()).toBeUndefined();
     expect(d.defer('7')).toBe(100);
@@ -19,7 +20,7 @@ describe('AdmissionDeferrals', () => {
 
   it('forgets an entry long past its retry, so its backoff starts afresh', () => {
     let now = 0;
-    const d = new AdmissionDeferrals(() => now);
+    const d = new LockDeferrals(() => now);
     d.defer('1');
     d.defer('1');
     now += 61_000;
