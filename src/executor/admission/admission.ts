@@ -69,9 +69,11 @@ export async function admitWorkflows(
   deferrals: LockDeferrals = new LockDeferrals(),
 ): Promise<Admission> {
   // A workflow that met a lock held elsewhere is deferred, and the batch redone without it.
+  // The first try waits ADMISSION_LOCK_WAIT_MS for a lock; the redos hardly wait (every new workflow waits for them).
   for (let redo = 0; redo <= MAX_REDOS_AROUND_HELD; redo++) {
     try {
-      return withDeferred(await admitOrOneByOne(deps, limit, claim, unadmittable, turns, deferrals), deferrals);
+      const lockWaitMs = redo === 0 ? ADMISSION_LOCK_WAIT_MS : 1;
+      return withDeferred(await admitOrOneByOne(deps, limit, claim, { unadmittable, turns, deferrals, lockWaitMs }), deferrals);
     } catch (err) {
       if (!(err instanceof AdmissionLockHeld)) throw err;
       deps.log.warn({ workflowId: err.workflowId, retryInMs: deferrals.defer(err.workflowId) }, 'admitting a workflow met a row lock held elsewhere; it is tried again shortly');
@@ -89,13 +91,12 @@ async function admitOrOneByOne(
   deps: TxDeps,
   limit: number,
   claim: ClaimOnCreate | undefined,
-  unadmittable: Set<string>,
-  turns: AdmissionTurns,
-  deferrals: LockDeferrals,
+  o: { unadmittable: Set<string>; turns: AdmissionTurns; deferrals: LockDeferrals; lockWaitMs: number },
 ): Promise<Admission> {
+  const { unadmittable, turns, deferrals, lockWaitMs } = o;
   const skip = [...unadmittable, ...deferrals.skipped()];
   try {
-    return await admitBatch(deps, limit, claim, { skip, turns });
+    return await admitBatch(deps, limit, claim, { skip, turns, lockWaitMs });
   } catch (err) {
     // A lock held elsewhere is never the workflow's fault: deferred (AdmissionLockHeld) or retried by the lane.
     if (isRetryablePgError(err) || err instanceof AdmissionLockHeld || isLockNotAvailable(err)) throw err;
@@ -103,7 +104,7 @@ async function admitOrOneByOne(
     const out: Admission = { admitted: 0, claimed: [], readyNow: false };
     for (const id of await peekNewWorkflowIds(deps.pool, limit, skip)) {
       try {
-        const r = await admitBatch(deps, 1, claim, { only: id });
+        const r = await admitBatch(deps, 1, claim, { only: id, lockWaitMs });
         out.admitted += r.admitted;
         out.claimed.push(...r.claimed);
         out.readyNow ||= r.readyNow;
@@ -139,12 +140,12 @@ async function admitBatch(
   deps: TxDeps,
   limit: number,
   claim: ClaimOnCreate | undefined,
-  which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns },
+  which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns; lockWaitMs: number },
 ): Promise<Admission> {
   // The workflow being admitted when a lock wait ran out (AdmissionLockHeld); none outside admitOne.
   const at: { workflowId?: string } = {};
   return inWriterTransaction(deps, claim, async (client, w) => {
-    const { turns, ...pick } = which;
+    const { turns, lockWaitMs: _lockWaitMs, ...pick } = which;
     const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, { ...pick, ...(turns ? { afterRole: turns.afterRole } : {}) });
     if (turns) turns.afterRole = nextAfterRole(turns.afterRole, rows);
     // Higher priority first: their first steps take this executor's free slots first (stable: oldest first within a level).
@@ -167,7 +168,7 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  }, { genericPlans: true, lockTimeoutMs: ADMISSION_LOCK_WAIT_MS }).catch((err: unknown) => {
+  }, { genericPlans: true, lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
     if (at.workflowId !== undefined && isLockNotAvailable(err)) throw new AdmissionLockHeld(at.workflowId, err);
     throw err;
   });
