@@ -9,7 +9,7 @@
  */
 
 /** An admission transaction's lock wait (`lock_timeout`, set in its BEGIN). */
-export const ADMISSION_LOCK_WAIT_MS = 200;
+export const ADMISSION_LOCK_WAIT_MS = 500;
 
 /** One workflow's admission met a row lock held elsewhere past ADMISSION_LOCK_WAIT_MS (55P03). */
 export class AdmissionLockHeld extends Error {
