@@ -27,6 +27,7 @@ import type { OutcomeQueue } from './outcomes/outcomeQueue.js';
 import type { StepTasks } from './steps/stepTasks.js';
 import { handBackStraysAfterOutage } from './supervision/recovery.js';
 import { redriveRequested } from './transitions/redrive.js';
+import { LockDeferrals } from './core/lockDeferrals.js';
 import type { Waker } from './wakeups/waker.js';
 
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
@@ -68,6 +69,8 @@ export interface ClaimLoopDeps {
 
 export class ClaimLoop {
   private readonly fairness = newFairClaimState();
+  /** Redrive requests that met a lock held elsewhere: skipped for a backoff (redrive.ts). */
+  private readonly heldRedrives = new LockDeferrals();
 
   constructor(private readonly deps: ClaimLoopDeps) {}
 
@@ -136,7 +139,7 @@ export class ClaimLoop {
   private async redrive(): Promise<void> {
     const { flags, core } = this.deps;
     flags.redrivePending = false;
-    const r = await this.deps.withCreateClaims((claim) => redriveRequested(this.deps.tx, core.opts.admitBatch, claim), this.deps.slots.free);
+    const r = await this.deps.withCreateClaims((claim) => redriveRequested(this.deps.tx, core.opts.admitBatch, claim, this.heldRedrives), this.deps.slots.free);
     if (r.handled >= core.opts.admitBatch) flags.redrivePending = true;
     this.deps.handleTx(r);
   }

@@ -24,6 +24,7 @@ import { Listener } from './wakeups/listener.js';
 import type { WakeupHint } from './wakeups/wakeupHint.js';
 import { CancelChecks } from './wakeups/cancelChecks.js';
 import { admitWorkflows } from './admission/admission.js';
+import { LockDeferrals } from './core/lockDeferrals.js';
 import { finishSteps, type TxDeps, type TxResult } from './outcomes/transactions.js';
 import { DatabaseOutage } from './core/dbOutage.js';
 import { Heartbeat } from './supervision/heartbeat.js';
@@ -88,6 +89,8 @@ export class Executor {
   private readonly admission: AdmissionLane;
   /** New workflows the database refuses to change at all (admission.ts): left alone. */
   private readonly unadmittable = new Set<string>();
+  /** New workflows whose admission met a lock held elsewhere: tried again after a backoff (admissionLocks.ts). */
+  private readonly admissionDeferrals = new LockDeferrals();
   /** Fair admission's round-robin cursor over roles (admission.ts). */
   private readonly admissionTurns = { afterRole: '' };
   private loopDone: Promise<void> | undefined;
@@ -151,7 +154,7 @@ export class Executor {
     this.admission = new AdmissionLane({
       admitBatch: opts.admitBatch,
       maxInFlight: MAX_ADMISSIONS_IN_FLIGHT,
-      admit: (limit, claimSlots) => namingStatement('admitWorkflows', () => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable, this.admissionTurns), claimSlots)),
+      admit: (limit, claimSlots) => namingStatement('admitWorkflows', () => this.withCreateClaims((claim) => admitWorkflows(this.tx, limit, claim, this.unadmittable, this.admissionTurns, this.admissionDeferrals), claimSlots)),
       nextStartAtInMs: () => nextStartAtInMs(this.pool),
       onAdmitted: (r) => {
         this.outage.succeeded();

@@ -60,6 +60,20 @@ describe('the admission lane', () => {
     expect(l.start(5, false)).toBe(0);
   });
 
+  it('a workflow deferred for a held lock is looked for again when its backoff ends (the alarm)', async () => {
+    const { l, calls, seen } = lane(1);
+    l.start(5, false);
+    calls[0]!.settle({ ...admitted(0), deferredInMs: 30 });
+    await tick();
+    await tick();
+    expect(l.pending).toBe(false);
+    const wakes = seen.wakes;
+    await new Promise((r) => setTimeout(r, 80));
+    expect(l.pending).toBe(true);
+    expect(seen.wakes).toBeGreaterThan(wakes);
+    l.close();
+  });
+
   it('in a backlog starts a second admission beside the first, never a third', async () => {
     const { l, calls } = lane(2);
     l.start(5, false);

@@ -9,12 +9,12 @@ import type { ErrorData } from '../../errors.js';
 import type { StepStatus, WorkflowRow } from '../tables.js';
 import { errorParam, type Queryable } from './common.js';
 
-/** Workflows whose redrive was requested, oldest request first. */
-export async function findRedriveRequests(db: Queryable, limit: number): Promise<string[]> {
+/** Workflows whose redrive was requested, oldest request first, but those in `skip` (deferred for a held lock). */
+export async function findRedriveRequests(db: Queryable, limit: number, skip: readonly string[] = []): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>({
     name: 'stepd_find_redrive_requests',
-    text: `SELECT id FROM workflows WHERE redrive_requested_at IS NOT NULL ORDER BY redrive_requested_at, id LIMIT $1`,
-    values: [limit],
+    text: `SELECT id FROM workflows WHERE redrive_requested_at IS NOT NULL AND id <> ALL($2::bigint[]) ORDER BY redrive_requested_at, id LIMIT $1`,
+    values: [limit, skip],
   });
   return rows.map((r) => r.id);
 }

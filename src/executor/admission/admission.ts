@@ -16,7 +16,7 @@ import {
   setWorkflowUserIfRunning,
   type AdmittedWorkflow,
 } from '../../db/queries.js';
-import { isRetryablePgError, StepError, type ErrorData } from '../../errors.js';
+import { isLockNotAvailable, isRetryablePgError, StepError, type ErrorData } from '../../errors.js';
 import { renderKey, roleScopedKey } from '../../flow/capacity.js';
 import { setWorkflowConcurrencyKey } from '../../db/queries/capacity.js';
 import { admissionProblem, storableIssues, storableText } from '../../flow/caps.js';
@@ -27,6 +27,11 @@ import type { TxDeps } from '../core/txTypes.js';
 import type { ClaimOnCreate, CreatedClaim, TxWriter } from '../core/txWriter.js';
 import type { WorkflowInfo } from '../core/workflowCache.js';
 import { inWriterTransaction } from '../core/writerTransaction.js';
+import { LockDeferrals } from '../core/lockDeferrals.js';
+import { ADMISSION_LOCK_WAIT_MS, AdmissionLockHeld } from './admissionLocks.js';
+
+/** Batches redone in one admitWorkflows call, each without a workflow that met a held lock. */
+const MAX_REDOS_AROUND_HELD = 3;
 
 /**
  * Fair admission's round-robin cursor (one per executor): a batch smaller than the roles with new
@@ -43,6 +48,8 @@ export interface Admission {
   /** Whether first steps were created ready for the claim loop. */
   readyNow: boolean;
   readyInMs?: number;
+  /** Milliseconds until a workflow deferred for a held lock (admissionLocks.ts) may be tried again. */
+  deferredInMs?: number;
 }
 
 /**
@@ -59,22 +66,52 @@ export async function admitWorkflows(
   claim?: ClaimOnCreate,
   unadmittable: Set<string> = new Set(),
   turns: AdmissionTurns = { afterRole: '' },
+  deferrals: LockDeferrals = new LockDeferrals(),
 ): Promise<Admission> {
+  // A workflow that met a lock held elsewhere is deferred, and the batch redone without it.
+  // The first try waits ADMISSION_LOCK_WAIT_MS for a lock; the redos hardly wait (every new workflow waits for them).
+  for (let redo = 0; redo <= MAX_REDOS_AROUND_HELD; redo++) {
+    try {
+      const lockWaitMs = redo === 0 ? ADMISSION_LOCK_WAIT_MS : 1;
+      return withDeferred(await admitOrOneByOne(deps, limit, claim, { unadmittable, turns, deferrals, lockWaitMs }), deferrals);
+    } catch (err) {
+      if (!(err instanceof AdmissionLockHeld)) throw err;
+      deps.log.warn({ workflowId: err.workflowId, retryInMs: deferrals.defer(err.workflowId) }, 'admitting a workflow met a row lock held elsewhere; it is tried again shortly');
+    }
+  }
+  return withDeferred({ admitted: 0, claimed: [], readyNow: false }, deferrals);
+}
+
+function withDeferred(a: Admission, deferrals: LockDeferrals): Admission {
+  const ms = deferrals.nextInMs();
+  return ms === undefined ? a : { ...a, deferredInMs: ms };
+}
+
+async function admitOrOneByOne(
+  deps: TxDeps,
+  limit: number,
+  claim: ClaimOnCreate | undefined,
+  o: { unadmittable: Set<string>; turns: AdmissionTurns; deferrals: LockDeferrals; lockWaitMs: number },
+): Promise<Admission> {
+  const { unadmittable, turns, deferrals, lockWaitMs } = o;
+  const skip = [...unadmittable, ...deferrals.skipped()];
   try {
-    return await admitBatch(deps, limit, claim, { skip: [...unadmittable], turns });
+    return await admitBatch(deps, limit, claim, { skip, turns, lockWaitMs });
   } catch (err) {
-    if (isRetryablePgError(err)) throw err;
+    // A lock held elsewhere is never the workflow's fault: deferred (AdmissionLockHeld) or retried by the lane.
+    if (isRetryablePgError(err) || err instanceof AdmissionLockHeld || isLockNotAvailable(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
     const out: Admission = { admitted: 0, claimed: [], readyNow: false };
-    for (const id of await peekNewWorkflowIds(deps.pool, limit, [...unadmittable])) {
+    for (const id of await peekNewWorkflowIds(deps.pool, limit, skip)) {
       try {
-        const r = await admitBatch(deps, 1, claim, { only: id });
+        const r = await admitBatch(deps, 1, claim, { only: id, lockWaitMs });
         out.admitted += r.admitted;
         out.claimed.push(...r.claimed);
         out.readyNow ||= r.readyNow;
       } catch (oneErr) {
-        if (isRetryablePgError(oneErr)) throw oneErr;
-        await failUnadmitted(deps, id, oneErr, unadmittable);
+        if (oneErr instanceof AdmissionLockHeld) deferrals.defer(oneErr.workflowId);
+        else if (isLockNotAvailable(oneErr) || isRetryablePgError(oneErr)) throw oneErr;
+        else await failUnadmitted(deps, id, oneErr, unadmittable);
       }
     }
     return out;
@@ -103,10 +140,12 @@ async function admitBatch(
   deps: TxDeps,
   limit: number,
   claim: ClaimOnCreate | undefined,
-  which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns },
+  which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns; lockWaitMs: number },
 ): Promise<Admission> {
+  // The workflow being admitted when a lock wait ran out (AdmissionLockHeld); none outside admitOne.
+  const at: { workflowId?: string } = {};
   return inWriterTransaction(deps, claim, async (client, w) => {
-    const { turns, ...pick } = which;
+    const { turns, lockWaitMs: _lockWaitMs, ...pick } = which;
     const rows = await admitNewWorkflowsResolvingRegisteredFlows(client, limit, { ...pick, ...(turns ? { afterRole: turns.afterRole } : {}) });
     if (turns) turns.afterRole = nextAfterRole(turns.afterRole, rows);
     // Higher priority first: their first steps take this executor's free slots first (stable: oldest first within a level).
@@ -114,7 +153,9 @@ async function admitBatch(
     for (const row of rows) {
       // Admitted (not refused by the statement): its first step row is counted already.
       if (row.status !== 'failed') w.precountFirstStep(row.id, row.step_count);
+      at.workflowId = row.id;
       await admitOne(deps, client, row, w);
+      at.workflowId = undefined;
     }
     await w.finish(deps.emitEvents);
     // First steps left ready (more than this executor's slots): tell every executor, so a burst
@@ -127,7 +168,10 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  }, { genericPlans: false }); // planned per batch: see recordOutcomeBatch
+  }, { genericPlans: false /* planned per batch: see recordOutcomeBatch */, lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
+    if (at.workflowId !== undefined && isLockNotAvailable(err)) throw new AdmissionLockHeld(at.workflowId, err);
+    throw err;
+  });
 }
 
 /**

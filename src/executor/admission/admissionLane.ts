@@ -117,6 +117,8 @@ export class AdmissionLane {
       this.errors = 0;
       this.deps.onAdmitted(r);
       this.lastFull = r.admitted >= limit;
+      // A workflow deferred for a lock held elsewhere (admissionLocks.ts) is tried again when its backoff ends.
+      if (r.deferredInMs !== undefined) this.alarm.setIn(r.deferredInMs);
       if (this.lastFull) {
         // A full batch: more may wait; the next admission starts at once.
         this.pending = true;

@@ -10,6 +10,7 @@
  * - workflowCache.ts — frozen, compiled flows of running workflows (WorkflowCache).
  * - dbOutage.ts — whether the database is reachable (DatabaseOutage) and backoff.
  * - batchPace.ts — the size of the next batch of a lane (admissions, outcomes).
+ * - lockDeferrals.ts — rows a lane skips for a while after they met a lock held elsewhere (LockDeferrals).
  *
  * This file is the folder's map and exports nothing: import the files themselves.
  */

@@ -10,6 +10,11 @@
  *     `details.reason` and the original error in `details.error`.
  * The stamp is cleared by the same transaction, so a request survives an executor crash; the
  * executor looks for stamped rows on a wake-up and at every poll tick.
+ *
+ * A request's transaction waits for a lock held elsewhere (a signal bucket a client keeps open,
+ * sql/0025) only as long as what is left of REDRIVE_LOCK_WAIT_MS for the whole pass (the claim
+ * loop waits for it); past that the request stays stamped and is skipped for a backoff
+ * (LockDeferrals), then tried again: only the held workflow waits.
  */
 import type pg from 'pg';
 import { withTransaction } from '../../db/connect.js';
@@ -24,7 +29,7 @@ import {
   resumeRedrivenWorkflow,
   type RedriveRequest,
 } from '../../db/queries.js';
-import { isRetryablePgError, type ErrorData } from '../../errors.js';
+import { isLockNotAvailable, isRetryablePgError, type ErrorData } from '../../errors.js';
 import { storableIssues, storableText } from '../../flow/caps.js';
 import { getStep } from '../../flow/compiled.js';
 import { resolveSuccess } from '../../flow/transitions.js';
@@ -32,6 +37,7 @@ import { decideActingUser } from '../../security/actAs.js';
 import { Advance, type Origin } from './advance.js';
 import { checkRedrive, originalError } from './redriveCheck.js';
 import type { RedriveAction } from './redrivePlan.js';
+import { LockDeferrals } from '../core/lockDeferrals.js';
 import type { TxDeps, TxResult } from '../core/txTypes.js';
 import { TxWriter, type ClaimOnCreate } from '../core/txWriter.js';
 import { signalWaitAgain, startSignalWait } from './signalWaits.js';
@@ -49,14 +55,21 @@ const empty = (): RedriveResult => ({ cancelledRunning: [], recorded: new Set(),
  * handling fails for a reason other than the database connection is refused with code
  * `redrive_failed`, so one bad row never blocks the others or comes back forever.
  */
-export async function redriveRequested(deps: TxDeps, limit: number, claim?: ClaimOnCreate): Promise<RedriveResult> {
+export async function redriveRequested(deps: TxDeps, limit: number, claim?: ClaimOnCreate, held: LockDeferrals = new LockDeferrals()): Promise<RedriveResult> {
   const out = empty();
-  for (const id of await findRedriveRequests(deps.pool, limit)) {
+  // What the pass may still wait for locks held elsewhere, in all (the claim loop waits for it).
+  let lockWaitMs = REDRIVE_LOCK_WAIT_MS;
+  for (const id of await findRedriveRequests(deps.pool, limit, held.skipped())) {
     let r: RedriveResult;
     try {
-      r = await redriveOne(deps, id, claim);
+      r = await redriveOne(deps, id, claim, Math.max(1, lockWaitMs));
     } catch (err) {
       if (isRetryablePgError(err)) throw err;
+      if (isLockNotAvailable(err)) {
+        lockWaitMs = 0;
+        deps.log.warn({ workflowId: id, retryInMs: held.defer(id) }, 'redriving a workflow met a row lock held elsewhere; it is tried again later');
+        continue;
+      }
       deps.log.error({ err, workflowId: id }, 'redriving a workflow failed; refusing the redrive');
       const error: ErrorData = { code: 'redrive_failed', message: storableText(`redriving this workflow failed: ${(err as Error).message}`) };
       r = await withTransaction(deps.pool, async (client) => {
@@ -80,7 +93,10 @@ function withOriginal(error: ErrorData, reason: string, previous: ErrorData | nu
   return { ...error, details: { reason, ...(error.details as object | undefined), error: originalError(previous) } };
 }
 
-async function redriveOne(deps: TxDeps, id: string, claim: ClaimOnCreate | undefined): Promise<RedriveResult> {
+/** How long one pass of redrive requests waits for row locks held elsewhere, in all. */
+export const REDRIVE_LOCK_WAIT_MS = 200;
+
+async function redriveOne(deps: TxDeps, id: string, claim: ClaimOnCreate | undefined, lockTimeoutMs: number): Promise<RedriveResult> {
   let writer: TxWriter | undefined;
   try {
     return await withTransaction(deps.pool, async (client) => {
@@ -94,7 +110,7 @@ async function redriveOne(deps: TxDeps, id: string, claim: ClaimOnCreate | undef
         return { ...empty(), handled: 1 };
       }
       return resume(deps, client, w, req);
-    });
+    }, { lockTimeoutMs });
   } catch (err) {
     writer?.releaseClaims();
     throw err;
