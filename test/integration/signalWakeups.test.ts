@@ -1,7 +1,7 @@
 /**
- * A signal's wake-up (sql/0036, sql/0041): the transaction that readies a wait NOTIFYs once, as it
- * commits; one that readies nothing, or rolls back, wakes nobody. (Part 36 skipped the NOTIFY while
- * another wait was on its way; part 41 withdrew that: the waits were recorded later.)
+ * A signal's wake-up (sql/0036): the transaction that readies a wait NOTIFYs at commit only when
+ * no other signal wait is on its way to an executor; a skipped one is found by the executor's
+ * lookout after claiming signal waits (src/executor/claims/reportLookout.ts), not by the poll.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -58,7 +58,7 @@ const send = (t: TestSchema, key: string) => t.q(`INSERT INTO stepd.signals (nam
 const statusOf = async (t: TestSchema, id: string) => (await t.q<{ status: string }>(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [id]))[0]!.status;
 
 describe("a signal's wake-up", () => {
-  it('NOTIFYs once at commit for each transaction that readied a wait, never for one that readied nothing or rolled back', async () => {
+  it('NOTIFYs at commit only when no readied signal wait is already waiting for an executor', async () => {
     const t = await createTestSchema();
     const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k5', 'k6']);
     const wakeups = await wakeupCounter(t);
@@ -67,24 +67,11 @@ describe("a signal's wake-up", () => {
     expect(await statusOf(t, steps.get('k1')!)).toBe('ready');
     expect(await wakeups.settle()).toBe(1);
 
-    await send(t, 'k2'); // k1's wait is still ready and unclaimed: this one wakes them all the same
+    await send(t, 'k2'); // k1's wait is ready and unclaimed: that wake-up covers this one
     expect(await statusOf(t, steps.get('k2')!)).toBe('ready');
-    expect(await wakeups.settle()).toBe(1);
+    expect(await wakeups.settle()).toBe(0);
 
-    // Two signals readying two waits in one transaction: one NOTIFY.
-    const both = await waitingOn(t, ['p1', 'p2']);
-    const pair = await t.db.connect();
-    try {
-      await pair.query('BEGIN');
-      await pair.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'p1'), ('payment', 'p2')`);
-      await pair.query('COMMIT');
-    } finally {
-      pair.release();
-    }
-    expect(await statusOf(t, both.get('p2')!)).toBe('ready');
-    expect(await wakeups.settle()).toBe(1);
-
-    // A REPEATABLE READ transaction wakes them too.
+    // A REPEATABLE READ snapshot may be older than the executor's claims: it always wakes them.
     const rr = await t.db.connect();
     try {
       await rr.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
@@ -107,12 +94,13 @@ describe("a signal's wake-up", () => {
     expect(await statusOf(t, steps.get('k3')!)).toBe('pending');
     expect(await wakeups.settle()).toBe(0);
 
-    // The executor took and finished the ready waits: the next signal wakes them.
+    // The executor took and finished the ready waits: the next signal has nothing to ride on.
     await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = ANY($1::bigint[])`, [[steps.get('k1'), steps.get('k2'), steps.get('k6')]]);
     await send(t, 'k4');
     expect(await wakeups.settle()).toBe(1);
 
-    // Made at commit, not at the INSERT (k4's wait changes in between): one NOTIFY.
+    // The decision is made at commit, not at the INSERT: k4's wait is ready when k5's INSERT runs,
+    // gone by the time it commits.
     const late = await t.db.connect();
     try {
       await late.query('BEGIN');
@@ -126,7 +114,7 @@ describe("a signal's wake-up", () => {
     expect(await wakeups.settle()).toBe(1);
 
     // A ready wait whose row another transaction holds (a client's SELECT … FOR UPDATE; claims
-    // skip it) changes nothing for the next signal: it wakes the executors.
+    // skip it) is not on its way: the next signal wakes the executors (sql/0039).
     const holder = await t.db.connect();
     try {
       await holder.query('BEGIN');
@@ -140,7 +128,7 @@ describe("a signal's wake-up", () => {
     }
   });
 
-  it('a burst of signals from eight connections is all picked up without the poll, one NOTIFY per signal', async () => {
+  it('a burst whose signals mostly skip their NOTIFY is all picked up without the poll', async () => {
     const t = await createTestSchema();
     // A poll far beyond the waits below: only the wake-ups and the lookout can start the steps in time.
     await startExecutor(t, { pollIntervalMs: 120_000 });
@@ -162,7 +150,7 @@ describe("a signal's wake-up", () => {
       );
       return r!.n === keys.length;
     }, 'every workflow of the burst to complete', 60_000);
-    // Each sender's transaction readied one wait: one NOTIFY each.
-    expect(await wakeups.settle()).toBe(keys.length);
+    // Some signals rode on another's wake-up (or this test proves nothing about skipped ones).
+    expect(await wakeups.settle()).toBeLessThan(keys.length);
   });
 });
