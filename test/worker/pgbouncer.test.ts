@@ -19,7 +19,10 @@ describe('workers behind PgBouncer (transaction mode)', () => {
     const { role } = await createLoginRole(t, `${t.schema}_worker`, `wrk_${t.schema}`);
     const bouncer = await startPgBouncer({ roles: [role] });
     const url = bouncer.urlFor(role);
-    const workers = [await spawnWorker(t, url, { WORKER_CONCURRENCY: '8' }), await spawnWorker(t, url, { WORKER_CONCURRENCY: '8' })];
+    // 50 ms a task: one worker alone would need about 3 s for all of them, longer than the other's
+    // longest idle poll (1 s), so both take part (instant tasks could all go to whichever polled first).
+    const env = { WORKER_CONCURRENCY: '8', WORKER_TOOL_MS: '50' };
+    const workers = [await spawnWorker(t, url, env), await spawnWorker(t, url, env)];
     for (const w of workers) expect(w.events[0]!.listening).toBe(false);
     const flow = { start: 'c', steps: { c: { tool: 'billing.charge', args: { amount: '{{input.n}}' }, done: true, output: '{{result}}' } } };
     await t.q(
