@@ -30,6 +30,8 @@ describe('another role’s workflow from the CLI', () => {
 
     // Its own (written as the role) it cancels as before.
     const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: 1 });
+    // The role's cleanup may terminate this idle connection before the pool ends (57P01).
+    pool.on('error', () => {});
     onCleanup(() => pool.end().catch(() => {}));
     const { rows } = await pool.query<{ id: string }>(`INSERT INTO ${t.schema}.workflows (name, flow, input) VALUES ('mine', $1, '{}') RETURNING id`, [JSON.stringify(GATE)]);
     await waitForStep(t, rows[0]!.id, 'ok', 'pending');
