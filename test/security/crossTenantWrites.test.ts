@@ -201,6 +201,7 @@ describe('a client role cannot change another role’s workflows', () => {
     const gate = await waitForStep(env.t, id, 'approve', 'pending');
     const { url } = await createLoginRole(env.t, env.victim.role, `dlg_${env.client.role.slice(4)}`);
     const delegate = new pg.Pool({ connectionString: url, max: 1 });
+    delegate.on('error', () => {}); // the role's cleanup may terminate an idle connection first (57P01)
     onCleanup(() => delegate.end().catch(() => {}));
     await delegate.query(`UPDATE ${env.t.schema}.workflow_steps SET status = 'ready' WHERE id = $1`, [gate.id]);
     expect((await waitForWorkflow(env.t, id)).status).toBe('completed');
