@@ -153,4 +153,38 @@ describe("a signal's wake-up", () => {
     // Some signals rode on another's wake-up (or this test proves nothing about skipped ones).
     expect(await wakeups.settle()).toBeLessThan(keys.length);
   });
+
+  it("reads only the last second's consumptions to decide, however long their history (sql/0041)", async () => {
+    const t = await createTestSchema();
+    const steps = await waitingOn(t, ['k1', 'k2']);
+    // An hour-old history of 3,000 consumptions (no live workflow behind them: only their age matters here).
+    await t.q(`INSERT INTO stepd.signals (name, key) SELECT 'old', 'o-' || n FROM generate_series(1, 3000) n`);
+    await t.q(
+      `INSERT INTO stepd.signal_consumptions (workflow_id, signal_id, step_id, created_at)
+       SELECT -s.id, s.id, -s.id, now() - interval '1 hour' FROM stepd.signals s WHERE s.name = 'old'`,
+    );
+    await t.q('ANALYZE stepd.signal_consumptions');
+    const c = await t.db.connect();
+    try {
+      // The decision is made before the commit here (SET CONSTRAINTS … IMMEDIATE runs it), so
+      // this session's statistics show what it read.
+      const rowsRead = async () =>
+        (await c.query<{ n: string }>(
+          `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0)::text AS n FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'signal_consumptions'`,
+          [t.schema],
+        )).rows[0]!.n;
+      for (const key of ['k1', 'k2']) {
+        await c.query('BEGIN');
+        await c.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', $1)`, [key]);
+        // Counted before and after: a backend's counts gather over transactions until they are flushed.
+        const before = Number(await rowsRead());
+        await c.query('SET CONSTRAINTS ALL IMMEDIATE'); // runs the decision now
+        expect(Number(await rowsRead()) - before).toBeLessThan(100);
+        await c.query('COMMIT');
+        expect(await statusOf(t, steps.get(key)!)).toBe('ready');
+      }
+    } finally {
+      c.release();
+    }
+  });
 });
