@@ -119,7 +119,7 @@ export class Executor {
       schema: opts.schema,
       role: 'executor',
       events: opts.emitEvents,
-      max: opts.poolSize ?? Math.min(20, opts.concurrency + 2),
+      max: opts.poolSize ?? Math.min(21, opts.concurrency + 3),
       onConnectionError: (err) => void this.outage.failed(err, 'pool'),
     };
     this.pool = createPool(poolOpts);

@@ -1,8 +1,11 @@
 /**
- * Finished steps wait here for their outcome to be recorded; one drain at a time takes the
- * outcomes waiting and records them in one transaction, so under load many steps share a commit.
- * A batch is taken round-robin across roles and sized to take about 100 ms (outcomeLanes.ts), so
- * one role's heavy outcomes never keep another's waiting for long.
+ * Finished steps wait here for their outcome to be recorded; a drain takes the outcomes waiting
+ * and records them in one transaction, so under load many steps share a commit. Up to `parallel`
+ * drains record at once (two by default), each on its own connection, and never two batches
+ * with outcomes of the same workflow: while one batch waits for its commit (or for the CPU, on a
+ * busy machine) the next is already being recorded, as two executors would. A batch is taken
+ * round-robin across roles and sized to take about 100 ms (outcomeLanes.ts), so one role's heavy
+ * outcomes never keep another's waiting for long.
  *
  * When the database is unreachable the batch is kept and retried with backoff for as long as it
  * takes (outcomes finishing meanwhile join it): a restart or an outage loses no outcome. Each
@@ -40,6 +43,8 @@ export interface OutcomeQueueOptions {
    * the other outcomes behind them. Set only on the queue the main one creates for them.
    */
   alone?: boolean;
+  /** Batches recorded at once (default 2; the alone lane records one at a time). */
+  parallel?: number;
 }
 
 const NOTHING = (): void => {};
@@ -55,23 +60,31 @@ interface Entry {
   resolve: () => void;
 }
 
+/** One drain in progress: the batch it is recording (empty between batches). */
+interface Drain {
+  batch: Entry[];
+}
+
 export class OutcomeQueue {
   private readonly pending: Entry[] = [];
-  private batch: Entry[] = [];
-  private draining: Promise<void> | undefined;
-  /** Settles when the batch being recorded does; cleared as soon as it has (never while retrying). */
-  private recording: Promise<void> | undefined;
+  /** The drains in progress, each with the batch it is recording. */
+  private readonly drains = new Map<Drain, Promise<void>>();
+  /** The recordings in flight; each is removed as soon as it has settled (never while retrying). */
+  private readonly recordings = new Set<Promise<void>>();
+  private readonly parallel: number;
   private gate: Promise<void> | undefined;
   private abandoned = false;
-  private stopWaiting: (() => void) | undefined;
+  /** The drains' waits in progress (outage backoff, retries), cut short by abandon(). */
+  private readonly stopWaiting = new Set<() => void>();
   /** Where deferred outcomes go (see OutcomeQueueOptions.alone). */
   private readonly side: OutcomeQueue | undefined;
   private readonly pace: BatchPace;
   private readonly lanes = new OutcomeLanes();
 
   constructor(private readonly opts: OutcomeQueueOptions) {
-    this.side = opts.alone ? undefined : new OutcomeQueue({ ...opts, alone: true });
+    this.side = opts.alone ? undefined : new OutcomeQueue({ ...opts, alone: true, parallel: 1 });
     this.pace = new BatchPace(opts.maxBatch ?? 500, OUTCOME_BATCH_TARGET_MS);
+    this.parallel = opts.alone ? 1 : Math.max(1, opts.parallel ?? 2);
   }
 
   /** Outcomes waiting for their turn (not counting the batch being recorded), deferred ones included. */
@@ -81,12 +94,17 @@ export class OutcomeQueue {
 
   /** Outcomes not recorded yet, the batch being recorded included. */
   get unrecorded(): number {
-    return this.pending.length + this.batch.length + (this.side?.unrecorded ?? 0);
+    let recording = 0;
+    for (const d of this.drains.keys()) recording += d.batch.length;
+    return this.pending.length + recording + (this.side?.unrecorded ?? 0);
   }
 
   /** The steps whose outcome is not recorded yet: still `running` in the database, but done here (they keep their lease). */
   stepIds(): Set<string> {
-    return new Set([...this.batch, ...this.pending].map((e) => e.input.stepId).concat([...(this.side?.stepIds() ?? [])]));
+    const ids = new Set(this.pending.map((e) => e.input.stepId));
+    for (const d of this.drains.keys()) for (const e of d.batch) ids.add(e.input.stepId);
+    for (const id of this.side?.stepIds() ?? []) ids.add(id);
+    return ids;
   }
 
   /** Resolves once the outcome is recorded (or given up on). Never rejects. */
@@ -101,13 +119,18 @@ export class OutcomeQueue {
       return recorded();
     }
     this.pending.push({ input, resolve: recorded });
-    this.draining ??= this.drain().finally(() => (this.draining = undefined));
+    // Another drain only while every one running is recording already (one that is about to take
+    // a batch takes this outcome too).
+    if (this.drains.size < this.parallel && [...this.drains.keys()].every((d) => d.batch.length > 0)) {
+      const drain: Drain = { batch: [] };
+      this.drains.set(drain, this.drain(drain).finally(() => this.drains.delete(drain)));
+    }
   }
 
   /** Waits until everything pushed so far is recorded (or given up on). */
   async idle(): Promise<void> {
-    while (this.draining || this.side?.draining) {
-      await this.draining;
+    while (this.drains.size > 0 || (this.side?.drains.size ?? 0) > 0) {
+      await Promise.all(this.drains.values());
       await this.side?.idle();
     }
   }
@@ -123,7 +146,7 @@ export class OutcomeQueue {
     let open: () => void = () => {};
     this.gate = new Promise((r) => (open = r));
     try {
-      while (this.recording) await this.recording;
+      while (this.recordings.size > 0) await Promise.all(this.recordings);
       return await fn();
     } finally {
       this.gate = undefined;
@@ -135,16 +158,18 @@ export class OutcomeQueue {
   abandon(): void {
     this.side?.abandon();
     this.abandoned = true;
-    this.stopWaiting?.();
+    for (const stop of [...this.stopWaiting]) stop();
   }
 
-  private async drain(): Promise<void> {
+  private async drain(drain: Drain): Promise<void> {
     const maxBatch = this.opts.maxBatch ?? 500;
     const maxAttempts = this.opts.maxAttempts ?? 5;
     // Let outcomes finishing in the same tick join the first batch.
     await new Promise((r) => setImmediate(r));
-    while (this.pending.length > 0) {
-      this.batch = this.opts.alone ? this.takeOneWorkflow(maxBatch) : this.lanes.take(this.pending, this.pace.size());
+    for (;;) {
+      drain.batch = this.opts.alone ? this.takeOneWorkflow(maxBatch) : this.takeBatch(this.pace.size(), drain);
+      // Nothing left that no other drain's batch has a workflow of: those drains take the rest.
+      if (drain.batch.length === 0) return;
       let deferred = new Map<string, FinishInput>();
       let failures = 0;
       let lostConnections = 0;
@@ -152,23 +177,24 @@ export class OutcomeQueue {
       while (!this.abandoned) {
         while (this.gate) await this.gate;
         const recordStart = performance.now();
-        const recording = this.opts.record(this.batch.map((b) => b.input));
-        this.recording = recording.then(
+        const recording = this.opts.record(drain.batch.map((b) => b.input));
+        const settled = recording.then(
           () => {},
           () => {},
         );
+        this.recordings.add(settled);
         try {
           const result = await recording;
-          this.recording = undefined;
+          this.recordings.delete(settled);
           this.opts.metrics?.outcomesRecorded((performance.now() - recordStart) / 1000, result.recorded.size);
-          this.pace.recorded(this.batch.length, performance.now() - recordStart);
+          this.pace.recorded(drain.batch.length, performance.now() - recordStart);
           this.opts.onRecorded?.();
           this.opts.onResult(result);
           deferred = new Map((result.deferred ?? []).map((d) => [d.stepId, d]));
           break;
         } catch (err) {
-          this.recording = undefined;
-          const ids = this.batch.map((b) => b.input.stepId);
+          this.recordings.delete(settled);
+          const ids = drain.batch.map((b) => b.input.stepId);
           if (this.opts.alone && isLockNotAvailable(err)) {
             // Its workflow's row is held elsewhere: the other workflows waiting here go first.
             this.opts.log.debug({ stepIds: ids }, 'workflow row held by another transaction; recording these outcomes after the others');
@@ -179,7 +205,7 @@ export class OutcomeQueue {
             // The database is away: keep the batch (outcomes finishing meanwhile join it) and wait.
             lostConnections++;
             this.opts.log.debug({ stepIds: ids, attempt: lostConnections }, 'outcomes not recorded yet: database unreachable; retrying');
-            if (this.batch.length < maxBatch) this.batch.push(...this.pending.splice(0, maxBatch - this.batch.length));
+            if (drain.batch.length < maxBatch) drain.batch.push(...this.takeBatch(maxBatch - drain.batch.length, drain));
             await this.wait(backoffMs(lostConnections));
             continue;
           }
@@ -192,22 +218,22 @@ export class OutcomeQueue {
         }
       }
       if (heldElsewhere && !this.abandoned) {
-        const again = this.batch;
-        this.batch = [];
+        const again = drain.batch;
+        drain.batch = [];
         this.pending.push(...again);
         // Nothing else waits: pause before asking for the row again.
         if (this.pending.length === again.length) await this.wait(HELD_RETRY_MS);
         continue;
       }
-      if (this.abandoned && this.batch.length + this.pending.length > 0) {
+      if (this.abandoned && drain.batch.length + this.pending.length > 0) {
         this.opts.log.warn(
-          { stepIds: [...this.batch, ...this.pending].map((b) => b.input.stepId) },
+          { stepIds: [...drain.batch, ...this.pending].map((b) => b.input.stepId) },
           'outcomes not recorded before stopping; the watchdog will retry their steps',
         );
-        this.batch.push(...this.pending.splice(0));
+        drain.batch.push(...this.pending.splice(0));
       }
-      const done = this.batch;
-      this.batch = [];
+      const done = drain.batch;
+      drain.batch = [];
       for (const b of done) {
         const later = deferred.get(b.input.stepId);
         if (later && this.side) void this.side.push(later).then(b.resolve);
@@ -216,8 +242,25 @@ export class OutcomeQueue {
     }
   }
 
+  /**
+   * The next batch of `drain`: up to `max` outcomes, round-robin across lanes (OutcomeLanes), of
+   * workflows no other drain is recording (their outcomes wait for that drain's next batch).
+   */
+  private takeBatch(max: number, drain: Drain): Entry[] {
+    const busy = new Set<string>();
+    for (const d of this.drains.keys()) if (d !== drain) for (const e of d.batch) busy.add(e.input.workflowId);
+    if (busy.size === 0) return this.lanes.take(this.pending, max);
+    const free = this.pending.filter((e) => !busy.has(e.input.workflowId));
+    if (free.length === 0) return [];
+    const taken = new Set(this.lanes.take(free, max));
+    const kept = this.pending.filter((e) => !taken.has(e));
+    this.pending.splice(0, this.pending.length, ...kept);
+    return [...taken];
+  }
+
   /** The next outcomes of the oldest waiting workflow (the alone lane records one workflow at a time). */
   private takeOneWorkflow(max: number): Entry[] {
+    if (this.pending.length === 0) return [];
     const workflowId = this.pending[0]!.input.workflowId;
     const taken: Entry[] = [];
     for (let i = 0; i < this.pending.length && taken.length < max; ) {
@@ -230,12 +273,13 @@ export class OutcomeQueue {
   /** Waits `ms`, or less if the queue is abandoned meanwhile. */
   private wait(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(finish, ms);
-      function finish() {
+      const finish = () => {
         clearTimeout(timer);
+        this.stopWaiting.delete(finish);
         resolve();
-      }
-      this.stopWaiting = finish;
+      };
+      const timer = setTimeout(finish, ms);
+      this.stopWaiting.add(finish);
     });
   }
 }
