@@ -168,7 +168,7 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  }, { genericPlans: false /* planned per batch: see recordOutcomeBatch */, lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
+  }, { lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
     if (at.workflowId !== undefined && isLockNotAvailable(err)) throw new AdmissionLockHeld(at.workflowId, err);
     throw err;
   });

@@ -76,9 +76,6 @@ export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], cl
   try {
     return await inWriterTransaction(deps, claim, (client, w) => applyBatch(deps, client, w, inputs, { alone, skipHeldSteps: opts.skipHeldSteps === true, at }), {
       lockTimeoutMs: alone ? ALONE_LOCK_WAIT_MS : SHARED_LOCK_WAIT_MS,
-      // Planned per call, not once per connection: a generic plan made on young statistics stayed
-      // bad for the connection's life (outcomes 10 s late in the signals bench; docs/performance.md).
-      genericPlans: false,
     });
   } catch (err) {
     // The alone lane's lock waits go back to its queue as they are (OutcomeQueue).
