@@ -257,7 +257,7 @@ function timeoutError(task: WorkerTask): StepError {
 }
 
 /**
- * A task handed back unstarted. The contract has no call that gives a token back (docs/workers.md),
+ * A task handed back unstarted. The contract has no call that gives a token back (docs/library.md),
  * so it fails the attempt as `lost`: the platform's failure, not the step's, which the executor
  * retries at once without spending `retry.maxAttempts` (bounded by `retry.maxLost` instead).
  */
