@@ -105,17 +105,11 @@ export interface TransactionOptions {
    * waiting, for the whole transaction: set in the BEGIN's round trip (no statement of its own).
    */
   lockTimeoutMs?: number;
-  /**
-   * Plan this transaction's prepared statements once per connection (`plan_cache_mode =
-   * force_generic_plan`), set in the BEGIN's round trip. A batch of one outcome (a chain's hop)
-   * otherwise re-plans its lock-and-finish statement at every call: about as long as running it.
-   */
-  genericPlans?: boolean;
 }
 
 /** The BEGIN sent for `opts`, in one round trip (the setting is a whole number of milliseconds, never a user value). */
 function beginStatement(opts: TransactionOptions): string {
-  const begin = (opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN') + (opts.genericPlans ? '; SET LOCAL plan_cache_mode = force_generic_plan' : '');
+  const begin = opts.preferIndexScans ? BEGIN_PREFERRING_INDEX_SCANS : 'BEGIN';
   if (opts.lockTimeoutMs === undefined) return begin;
   const ms = Math.max(1, Math.round(opts.lockTimeoutMs));
   if (!Number.isSafeInteger(ms)) throw new RangeError(`lockTimeoutMs must be a finite number of milliseconds, not ${opts.lockTimeoutMs}`);

@@ -6,8 +6,10 @@
  * logged and retried with back-off (a database restart, a pooler without a server); the loop
  * never dies of it. A few tasks are taken ahead of a free slot (`prefetch`), so a slot that frees
  * starts the next task without waiting for a take; results ready at once are reported in one
- * call (finishBatch.ts). `stop()` is two-stage, as the executor's: stop taking, let running tasks
- * finish for a grace period, then abort them (reported as retryable `worker_stopped` failures).
+ * call (finishBatch.ts). `stop()` is two-stage, as the executor's: stop taking, hand back the
+ * tasks taken ahead that wait for a slot (as `lost` attempts: retried at once, no attempt of
+ * `retry.maxAttempts` spent), let running tasks finish for a grace period, then abort them
+ * (reported as retryable `worker_stopped` failures).
  */
 import os from 'node:os';
 import pg from 'pg';
@@ -96,8 +98,8 @@ class TaskWorker implements Worker {
   readonly #runs = new Map<string, { run: TaskRun; done: Promise<void> }>();
   /** Tools running now: the slots taken (a slot frees when its tool returns, before the report). */
   #active = 0;
-  /** Tasks taken ahead, held, waiting for a slot: each entry starts one. */
-  readonly #queued: (() => void)[] = [];
+  /** Tasks taken ahead, held, waiting for a slot: `launch(true)` starts one in a slot, `launch(false)` hands it back. */
+  readonly #queued: { run: TaskRun; launch: (slot: boolean) => void }[] = [];
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void>;
@@ -164,6 +166,7 @@ class TaskWorker implements Worker {
     this.#stopping = true;
     this.#waker.close();
     await this.#loop;
+    this.#handBackQueued();
     const all = () => Promise.all([...this.#runs.values()].map((r) => r.done));
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<'grace'>((resolve) => (timer = setTimeout(() => resolve('grace'), graceMs)));
@@ -229,11 +232,12 @@ class TaskWorker implements Worker {
     });
     // Held from the take on, whether it starts now or waits for a slot (prefetch).
     run.hold();
-    let launch!: () => void;
-    const launched = new Promise<void>((resolve) => (launch = resolve));
+    let launch!: (slot: boolean) => void;
+    const launched = new Promise<boolean>((resolve) => (launch = resolve));
     const done = launched
-      .then(() =>
+      .then((slot) =>
         run.run(() => {
+          if (!slot) return;
           this.#active--;
           this.#launchQueued();
           this.#waker.wake();
@@ -244,7 +248,7 @@ class TaskWorker implements Worker {
         this.#opts.onTaskEnd?.(task, end);
       });
     this.#runs.set(task.stepId, { run, done });
-    this.#queued.push(launch);
+    this.#queued.push({ run, launch });
     this.#launchQueued();
   }
 
@@ -252,7 +256,16 @@ class TaskWorker implements Worker {
   #launchQueued(): void {
     while (this.#active < this.#opts.concurrency && this.#queued.length > 0) {
       this.#active++;
-      this.#queued.shift()!();
+      this.#queued.shift()!.launch(true);
+    }
+  }
+
+  /** Stopping: the tasks taken ahead that still wait for a slot are handed back, never started (TaskRun). */
+  #handBackQueued(): void {
+    if (this.#queued.length > 0) this.#log.info({ tasks: this.#queued.length }, 'stopping: handing back the tasks taken ahead that did not start');
+    for (const { run, launch } of this.#queued.splice(0)) {
+      run.abortForStop();
+      launch(false);
     }
   }
 }

@@ -32,8 +32,12 @@ export interface TaskRunDeps {
 /** Why a task stopped before its tool returned: each is the reason its signal carries. */
 type StopReason = 'cancelled' | 'lease_lost' | 'timeout' | 'worker_stopped';
 
-/** How a task ended, for the worker's bookkeeping and tests. */
-export type TaskEnd = 'finished' | 'failed' | 'refused' | 'cancelled' | 'lease_lost' | 'unreported';
+/**
+ * How a task ended, for the worker's bookkeeping and tests. `handed_back`: the worker stopped
+ * before the tool started; reported as a `lost` attempt, which the executor retries at once
+ * without spending `retry.maxAttempts` (handedBackError).
+ */
+export type TaskEnd = 'finished' | 'failed' | 'handed_back' | 'refused' | 'cancelled' | 'lease_lost' | 'unreported';
 
 export class TaskRun {
   readonly task: WorkerTask;
@@ -81,13 +85,15 @@ export class TaskRun {
     let outcome: { result: unknown } | { error: ErrorData } = { result: null };
     // Stopped while it waited for a slot (cancelled, lease lost, timed out, worker stopping): not
     // run; the reason decides below what is reported.
-    if (this.#stopReason !== undefined) toolReturned();
+    const started = this.#stopReason === undefined;
+    if (!started) toolReturned();
     else outcome = await this.#runTool(toolReturned);
     await this.#progress.close();
     await this.#extending;
     const reason = this.#stopReason;
     if (reason === 'cancelled') return this.#end('cancelled', 'the workflow was cancelled: nothing reported');
     if (reason === 'lease_lost') return this.#end('lease_lost', 'the lease was lost: nothing reported (another worker may take the task)');
+    if (reason === 'worker_stopped' && !started) return this.#handBack();
     if (reason === 'timeout') outcome = { error: timeoutError(this.task).toJSON() };
     if (reason === 'worker_stopped') outcome = { error: new StepError('worker_stopped', 'the worker stopped before the tool returned', { retryable: true }).toJSON() };
     return this.#report(outcome);
@@ -132,7 +138,10 @@ export class TaskRun {
     }
   }
 
-  /** Aborts the tool because the worker stops (after its grace): reported as a retryable failure. */
+  /**
+   * The worker stops: a running tool is aborted (after the stop's grace) and reported as a
+   * retryable `worker_stopped` failure; a task still waiting for a slot is handed back (run()).
+   */
   abortForStop(): void {
     this.#stop('worker_stopped');
   }
@@ -221,6 +230,12 @@ export class TaskRun {
     }
   }
 
+  /** Reports a task the worker never started as a lost attempt: retried at once, no `retry.maxAttempts` spent. */
+  async #handBack(): Promise<TaskEnd> {
+    const end = await this.#report({ error: handedBackError().toJSON() });
+    return end === 'failed' ? this.#end('handed_back', 'the worker stopped before the task started: handed back as a lost attempt') : end;
+  }
+
   async #writeProgress(value: FunctionToolProgress): Promise<void> {
     try {
       if ((await progressTaskWithToken(this.#deps.db, this.#deps.schema, this.task, value)) === 'cancelled') this.#stop('cancelled');
@@ -239,4 +254,13 @@ export class TaskRun {
 /** The step passed its deadline (the flow's timeout): retryable, like an executor-run step's timeout. */
 function timeoutError(task: WorkerTask): StepError {
   return new StepError('timeout', `the step passed its deadline (${task.deadline?.toISOString() ?? 'unknown'})`, { retryable: true, details: { deadline: task.deadline } });
+}
+
+/**
+ * A task handed back unstarted. The contract has no call that gives a token back (docs/library.md),
+ * so it fails the attempt as `lost`: the platform's failure, not the step's, which the executor
+ * retries at once without spending `retry.maxAttempts` (bounded by `retry.maxLost` instead).
+ */
+function handedBackError(): StepError {
+  return new StepError('lost', 'the worker stopped before the task started: handed back, not run', { retryable: true, details: { started: false } });
 }

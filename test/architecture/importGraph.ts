@@ -42,15 +42,14 @@ export function importSpecifiers(text: string): { spec: string; typeOnly: boolea
   return found;
 }
 
-/** The graph of every .ts file under `root`/`dir`, names relative to `root`; with `valuesOnly`, without the imports TypeScript erases. */
-export function buildImportGraph(root: string, dir: string, opts: { valuesOnly?: boolean } = {}): ImportGraph {
+/** The graph of every .ts file under `root`/`dir`, names relative to `root` (type-only imports included). */
+export function buildImportGraph(root: string, dir: string): ImportGraph {
   const files = listTsFiles(path.join(root, dir)).map((f) => path.relative(root, f).split(path.sep).join('/'));
   const known = new Set(files);
   const edges = new Map<string, Set<string>>();
   for (const file of files) {
     const targets = new Set<string>();
-    for (const { spec, typeOnly } of importSpecifiers(readFileSync(path.join(root, file), 'utf8'))) {
-      if (typeOnly && opts.valuesOnly) continue;
+    for (const { spec } of importSpecifiers(readFileSync(path.join(root, file), 'utf8'))) {
       const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)).replace(/\.js$/, '.ts');
       if (known.has(resolved)) targets.add(resolved);
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionLockHeld } from '../../src/executor/admission/admissionLocks.js';
+import { workflowHeldAtAdmission } from '../../src/executor/admission/admissionLocks.js';
+import { RowHeldElsewhere } from '../../src/executor/core/rowHeldElsewhere.js';
 import { LockDeferrals } from '../../src/executor/core/lockDeferrals.js';
 
 describe('LockDeferrals', () => {
@@ -29,7 +30,18 @@ describe('LockDeferrals', () => {
   });
 
   it('names the workflow that met the lock, retryable', () => {
-    const err = new AdmissionLockHeld('42', Object.assign(new Error('lock timeout'), { code: '55P03' }));
-    expect(err).toMatchObject({ code: 'admission_lock_held', retryable: true, workflowId: '42' });
+    const lockTimeout = Object.assign(new Error('lock timeout'), { code: '55P03' });
+    const err = new RowHeldElsewhere({ stage: 'admit', workflowId: '42' }, 500, lockTimeout);
+    expect(err).toMatchObject({ code: 'admission_lock_held', retryable: true, workflowId: '42', lockWaitMs: 500, cause: lockTimeout });
+    expect(workflowHeldAtAdmission(err)).toBe('42');
+  });
+
+  it("keeps an outcome batch's held row apart from admission's: its own code, and no workflow to defer at admission", () => {
+    const lockTimeout = Object.assign(new Error('lock timeout'), { code: '55P03' });
+    const advance = new RowHeldElsewhere({ stage: 'advance', workflowId: '7' }, 200, lockTimeout);
+    expect(advance).toMatchObject({ code: 'row_held_elsewhere', retryable: true, workflowId: '7', where: { stage: 'advance', workflowId: '7' } });
+    expect(workflowHeldAtAdmission(advance)).toBeUndefined();
+    expect(new RowHeldElsewhere({ stage: 'steps' }, 200, lockTimeout).workflowId).toBeUndefined();
+    expect(workflowHeldAtAdmission(lockTimeout)).toBeUndefined();
   });
 });

@@ -34,7 +34,10 @@ describe('dashboard: fork and bulk actions', () => {
 
     const bad = await request(`/workflows/${id}/fork`, formPost({ csrf, results: '{"fetch": ' }));
     expect(bad.status).toBe(400);
-    expect(await bad.text()).toContain('the results is not valid JSON');
+    const badPage = await bad.text();
+    expect(badPage).toContain('the results is not valid JSON');
+    // The refusal names the workflow's page as its address: a reload GETs it, never forks again.
+    expect(badPage).toContain(`data-page-url="/workflows/${id}"`);
     // Another user may not fork carol's workflow.
     const other = buildTestApp(t, { localUser: 'dave' });
     const refused = await other.request(`/workflows/${id}/fork`, formPost({ csrf: other.sessions.csrfToken('dave') }));
@@ -62,6 +65,8 @@ describe('dashboard: fork and bulk actions', () => {
     expect((await getWorkflow(t, mine[0]!)).status).toBe('running');
     const done = await (await post([['action', 'cancel'], ['ids', mine[0]!], ['ids', theirs]])).text();
     expect(done).toContain('1 workflow(s) cancelled');
+    // The result names the list as its address: a reload GETs the list, never posts the action again.
+    expect(done).toContain('data-page-url="/"');
     expect((await getWorkflow(t, mine[0]!)).status).toBe('cancelled');
     expect((await getWorkflow(t, theirs)).status).toBe('running');
 
@@ -72,6 +77,7 @@ describe('dashboard: fork and bulk actions', () => {
 
     const nothing = await post([['action', 'cancel']]);
     expect(nothing.status).toBe(400);
+    expect(await nothing.text()).toContain('data-page-url="/"');
     // Without the session's CSRF token the post is refused before anything runs.
     const forged = await request('/workflows/bulk', formPost({ action: 'cancel', name: 'job' }));
     expect(forged.status).toBe(403);

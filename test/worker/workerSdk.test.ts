@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { WorkerToolProvider } from '../../src/workers/workerTools.js';
-import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow } from '../helpers/db.js';
-import { spawnWorker, workerRoleUrl } from './helpers.js';
+import { createTestSchema, getSteps, insertWorkflow, startExecutor, waitFor, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { spawnWorker, workerRoleUrl, type WorkerProcess } from './helpers.js';
 
 const billing = () => [new WorkerToolProvider({ prefix: 'billing' })];
 
@@ -17,6 +17,23 @@ const MIXED = {
     receipt: { tool: 'core.echo', args: { charged: '{{steps.charge.result.id}}', user: '{{steps.charge.result.user}}' }, done: true, output: '{{result}}' },
   },
 };
+
+/**
+ * Five tasks of `ids` taken by a worker of concurrency 4 (they hold a token), four started: the
+ * one it took ahead (prefetch), waiting for a slot.
+ */
+async function theTaskTakenAhead(t: TestSchema, worker: WorkerProcess, ids: string[]): Promise<{ workflow_id: string; step_id: string }> {
+  const taken = await waitFor(async () => {
+    const rows = await t.q<{ workflow_id: string; step_id: string }>(
+      `SELECT workflow_id::text, id::text AS step_id FROM stepd.workflow_steps WHERE workflow_id = ANY ($1::bigint[]) AND task_token_hash IS NOT NULL`,
+      [ids],
+    );
+    return rows.length === 5 ? rows : undefined;
+  }, 'five tasks to be taken');
+  await waitFor(() => worker.events.filter((e) => e.event === 'start').length === 4, 'four tasks to start');
+  const started = new Set(worker.events.filter((e) => e.event === 'start').map((e) => String(e.stepId)));
+  return taken.find((r) => !started.has(r.step_id))!;
+}
 
 describe('the worker SDK', () => {
   it('serves the worker steps of workflows that mix them with executor tools; bad arguments fail with bad_args, never reaching run', async () => {
@@ -122,22 +139,49 @@ describe('the worker SDK', () => {
     const worker = await spawnWorker(t, url, { WORKER_CONCURRENCY: '4', WORKER_HANG_MS: '4000' });
     const hang = { start: 'h', steps: { h: { tool: 'billing.hang', args: {}, done: true } } };
     const ids = await Promise.all([1, 2, 3, 4, 5].map(() => insertWorkflow(t, hang)));
-    // Five taken (they hold a token), four started.
-    const taken = await waitFor(async () => {
-      const rows = await t.q<{ workflow_id: string; step_id: string }>(
-        `SELECT workflow_id::text, id::text AS step_id FROM stepd.workflow_steps WHERE workflow_id = ANY ($1::bigint[]) AND task_token_hash IS NOT NULL`,
-        [ids],
-      );
-      return rows.length === 5 ? rows : undefined;
-    }, 'five tasks to be taken');
-    await waitFor(() => worker.events.filter((e) => e.event === 'start').length === 4, 'four tasks to start');
-    const started = new Set(worker.events.filter((e) => e.event === 'start').map((e) => String(e.stepId)));
-    const waiting = taken.find((r) => !started.has(r.step_id))!;
+    const waiting = await theTaskTakenAhead(t, worker, ids);
     await t.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [waiting.workflow_id]);
     await waitFor(() => worker.events.filter((e) => e.event === 'end').length === 5, 'every task to end', 20_000);
     const ends = new Map(worker.events.filter((e) => e.event === 'end').map((e) => [String(e.stepId), e.end]));
     expect(ends.get(waiting.step_id)).toBe('cancelled');
     expect(worker.events.filter((e) => e.event === 'start').map((e) => String(e.stepId))).not.toContain(waiting.step_id);
     for (const id of ids.filter((x) => String(x) !== waiting.workflow_id)) expect((await waitForWorkflow(t, id)).status).toBe('completed');
+  });
+
+  it('a stop hands back a task taken ahead that never started: a lost attempt, retried at once by another worker without spending retry.maxAttempts', async () => {
+    const t = await createTestSchema();
+    await startExecutor(t, { tools: billing() });
+    const url = await workerRoleUrl(t);
+    // Concurrency 4 takes one task ahead; the four it starts hang past the stop's grace.
+    const first = await spawnWorker(t, url, { WORKER_CONCURRENCY: '4', WORKER_GRACE_MS: '3000' });
+    // One attempt each: a task the stop aborts fails its workflow; one handed back must not.
+    const hang = { start: 'h', steps: { h: { tool: 'billing.hang', args: {}, retry: { maxAttempts: 1 }, done: true } } };
+    const ids = await Promise.all([1, 2, 3, 4, 5].map(() => insertWorkflow(t, hang)));
+    const waiting = await theTaskTakenAhead(t, first, ids);
+
+    first.child.kill('SIGTERM');
+    const handedBack = await first.waitForEvent((e) => e.event === 'end' && String(e.stepId) === waiting.step_id, 'the waiting task to be handed back');
+    expect(handedBack.end).toBe('handed_back');
+    const second = await spawnWorker(t, url, { WORKER_CONCURRENCY: '1', WORKER_HANG_MS: '10' });
+    expect((await waitForWorkflow(t, waiting.workflow_id)).status).toBe('completed');
+    const rows = await getSteps(t, waiting.workflow_id);
+    expect(rows.map((r) => [r.attempt, r.status, (r.error as { code?: string } | null)?.code ?? null])).toEqual([
+      [1, 'failed', 'lost'],
+      [2, 'done', null],
+    ]);
+    expect(second.events.filter((e) => e.event === 'start').map((e) => [String(e.stepId), e.attempt])).toEqual([[rows[1]!.id, 2]]);
+
+    // The four it started are aborted after the grace (the hand-back came when the stop began): each spends its one attempt.
+    expect(await first.exited).toBe(0);
+    const order = first.events.filter((e) => e.event === 'aborted' || e === handedBack).map((e) => e.event);
+    expect(order).toEqual(['end', 'aborted', 'aborted', 'aborted', 'aborted']);
+    const ends = first.events.filter((e) => e.event === 'end' && String(e.stepId) !== waiting.step_id).map((e) => e.end);
+    expect(ends).toEqual(['failed', 'failed', 'failed', 'failed']);
+    expect(first.events.filter((e) => e.event === 'start').map((e) => String(e.stepId))).not.toContain(waiting.step_id);
+    for (const id of ids.filter((x) => String(x) !== waiting.workflow_id)) {
+      const wf = await waitForWorkflow(t, id);
+      expect(wf.status).toBe('failed');
+      expect(wf.error).toMatchObject({ code: 'worker_stopped' });
+    }
   });
 });

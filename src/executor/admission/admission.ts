@@ -28,7 +28,8 @@ import type { ClaimOnCreate, CreatedClaim, TxWriter } from '../core/txWriter.js'
 import type { WorkflowInfo } from '../core/workflowCache.js';
 import { inWriterTransaction } from '../core/writerTransaction.js';
 import { LockDeferrals } from '../core/lockDeferrals.js';
-import { ADMISSION_LOCK_WAIT_MS, AdmissionLockHeld } from './admissionLocks.js';
+import { RowHeldElsewhere } from '../core/rowHeldElsewhere.js';
+import { ADMISSION_LOCK_WAIT_MS, workflowHeldAtAdmission } from './admissionLocks.js';
 
 /** Batches redone in one admitWorkflows call, each without a workflow that met a held lock. */
 const MAX_REDOS_AROUND_HELD = 3;
@@ -75,8 +76,9 @@ export async function admitWorkflows(
       const lockWaitMs = redo === 0 ? ADMISSION_LOCK_WAIT_MS : 1;
       return withDeferred(await admitOrOneByOne(deps, limit, claim, { unadmittable, turns, deferrals, lockWaitMs }), deferrals);
     } catch (err) {
-      if (!(err instanceof AdmissionLockHeld)) throw err;
-      deps.log.warn({ workflowId: err.workflowId, retryInMs: deferrals.defer(err.workflowId) }, 'admitting a workflow met a row lock held elsewhere; it is tried again shortly');
+      const held = workflowHeldAtAdmission(err);
+      if (held === undefined) throw err;
+      deps.log.warn({ workflowId: held, retryInMs: deferrals.defer(held) }, 'admitting a workflow met a row lock held elsewhere; it is tried again shortly');
     }
   }
   return withDeferred({ admitted: 0, claimed: [], readyNow: false }, deferrals);
@@ -98,8 +100,8 @@ async function admitOrOneByOne(
   try {
     return await admitBatch(deps, limit, claim, { skip, turns, lockWaitMs });
   } catch (err) {
-    // A lock held elsewhere is never the workflow's fault: deferred (AdmissionLockHeld) or retried by the lane.
-    if (isRetryablePgError(err) || err instanceof AdmissionLockHeld || isLockNotAvailable(err)) throw err;
+    // A lock held elsewhere is never the workflow's fault: deferred (RowHeldElsewhere) or retried by the lane.
+    if (isRetryablePgError(err) || err instanceof RowHeldElsewhere || isLockNotAvailable(err)) throw err;
     deps.log.warn({ err }, 'admitting a batch of workflows failed; admitting them one by one');
     const out: Admission = { admitted: 0, claimed: [], readyNow: false };
     for (const id of await peekNewWorkflowIds(deps.pool, limit, skip)) {
@@ -109,7 +111,8 @@ async function admitOrOneByOne(
         out.claimed.push(...r.claimed);
         out.readyNow ||= r.readyNow;
       } catch (oneErr) {
-        if (oneErr instanceof AdmissionLockHeld) deferrals.defer(oneErr.workflowId);
+        const held = workflowHeldAtAdmission(oneErr);
+        if (held !== undefined) deferrals.defer(held);
         else if (isLockNotAvailable(oneErr) || isRetryablePgError(oneErr)) throw oneErr;
         else await failUnadmitted(deps, id, oneErr, unadmittable);
       }
@@ -142,7 +145,7 @@ async function admitBatch(
   claim: ClaimOnCreate | undefined,
   which: { skip?: readonly string[]; only?: string; turns?: AdmissionTurns; lockWaitMs: number },
 ): Promise<Admission> {
-  // The workflow being admitted when a lock wait ran out (AdmissionLockHeld); none outside admitOne.
+  // The workflow being admitted when a lock wait ran out (RowHeldElsewhere); none outside admitOne.
   const at: { workflowId?: string } = {};
   return inWriterTransaction(deps, claim, async (client, w) => {
     const { turns, lockWaitMs: _lockWaitMs, ...pick } = which;
@@ -168,8 +171,8 @@ async function admitBatch(
       readyNow: w.readyNow,
       ...(w.soonestDelayMs !== undefined ? { readyInMs: w.soonestDelayMs } : {}),
     };
-  }, { genericPlans: false /* planned per batch: see recordOutcomeBatch */, lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
-    if (at.workflowId !== undefined && isLockNotAvailable(err)) throw new AdmissionLockHeld(at.workflowId, err);
+  }, { lockTimeoutMs: which.lockWaitMs }).catch((err: unknown) => {
+    if (at.workflowId !== undefined && isLockNotAvailable(err)) throw new RowHeldElsewhere({ stage: 'admit', workflowId: at.workflowId }, which.lockWaitMs, err);
     throw err;
   });
 }

@@ -7,18 +7,12 @@
  * hands a held workflow to the alone lane (outcomeLocks.ts). Nothing is created without its lock:
  * the held workflow is simply not admitted yet, so only workflows meeting that same lock wait.
  */
+import { RowHeldElsewhere } from '../core/rowHeldElsewhere.js';
 
 /** An admission transaction's lock wait (`lock_timeout`, set in its BEGIN). */
 export const ADMISSION_LOCK_WAIT_MS = 500;
 
-/** One workflow's admission met a row lock held elsewhere past ADMISSION_LOCK_WAIT_MS (55P03). */
-export class AdmissionLockHeld extends Error {
-  readonly code = 'admission_lock_held';
-  readonly retryable = true;
-  constructor(
-    readonly workflowId: string,
-    cause: unknown,
-  ) {
-    super(`admitting workflow ${workflowId} met a row lock held by another transaction for more than ${ADMISSION_LOCK_WAIT_MS} ms`, { cause });
-  }
+/** The workflow whose admission met a row lock held elsewhere (RowHeldElsewhere at stage `admit`), if `err` is that. */
+export function workflowHeldAtAdmission(err: unknown): string | undefined {
+  return err instanceof RowHeldElsewhere && err.where.stage === 'admit' ? err.where.workflowId : undefined;
 }

@@ -11,6 +11,7 @@
  * - dbOutage.ts — whether the database is reachable (DatabaseOutage) and backoff.
  * - batchPace.ts — the size of the next batch of a lane (admissions, outcomes).
  * - lockDeferrals.ts — rows a lane skips for a while after they met a lock held elsewhere (LockDeferrals).
+ * - rowHeldElsewhere.ts — the error of a lane whose lock wait ran out, saying where (RowHeldElsewhere).
  *
  * This file is the folder's map and exports nothing: import the files themselves.
  */

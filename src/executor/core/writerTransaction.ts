@@ -14,14 +14,13 @@ export const emptyTxResult = (): TxResult => ({ cancelledRunning: [], recorded: 
  * Runs `fn` in a transaction with a fresh TxWriter, planned with index scans (see
  * withTransaction's preferIndexScans: its statements touch rows by id). After commit, the workflows it ended are
  * told (TxDeps.onWorkflowsEnded); after a rollback, what it reserved is given back. With
- * `lockTimeoutMs`, a lock not granted in that time fails the transaction (55P03) instead of waiting;
- * with `genericPlans`, its prepared statements are planned once per connection.
+ * `lockTimeoutMs`, a lock not granted in that time fails the transaction (55P03) instead of waiting.
  */
 export async function inWriterTransaction<T>(
   deps: TxDeps,
   claim: ClaimOnCreate | undefined,
   fn: (client: pg.PoolClient, w: TxWriter) => Promise<T>,
-  opts: Pick<TransactionOptions, 'lockTimeoutMs' | 'genericPlans'> = {},
+  opts: Pick<TransactionOptions, 'lockTimeoutMs'> = {},
 ): Promise<T> {
   let writer: TxWriter | undefined;
   try {

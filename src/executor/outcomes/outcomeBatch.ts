@@ -30,11 +30,12 @@ import {
 import { isLockNotAvailable, type ErrorData } from '../../errors.js';
 import { Advance } from '../transitions/advance.js';
 import { HEAVY_OUTCOME_STATEMENTS, OutcomeBudget } from './outcomeBudget.js';
-import { ALONE_LOCK_WAIT_MS, RowHeldElsewhere, SHARED_LOCK_WAIT_MS, type HeldStage } from './outcomeLocks.js';
+import { ALONE_LOCK_WAIT_MS, SHARED_LOCK_WAIT_MS } from './outcomeLocks.js';
 import type pg from 'pg';
 import type { ClaimOnCreate, TxWriter } from '../core/txWriter.js';
 import type { FinishInput, TxDeps, TxResult } from '../core/txTypes.js';
 import { emptyTxResult, inWriterTransaction } from '../core/writerTransaction.js';
+import { RowHeldElsewhere, type OutcomeHeldStage } from '../core/rowHeldElsewhere.js';
 
 export { ALONE_LOCK_WAIT_MS } from './outcomeLocks.js';
 
@@ -72,17 +73,14 @@ function byWorkflowThenStep(a: FinishInput, b: FinishInput): number {
 export async function recordOutcomeBatch(deps: TxDeps, inputs: FinishInput[], claim?: ClaimOnCreate, opts: BatchOptions = {}): Promise<TxResult> {
   // A shared batch skips workflows locked elsewhere, waits for other locks briefly, and gives each workflow a statement budget.
   const alone = inputs.every((i) => i.alone);
-  const at: { where: HeldStage } = { where: { stage: 'steps' } };
+  const at: { where: OutcomeHeldStage } = { where: { stage: 'steps' } };
   try {
     return await inWriterTransaction(deps, claim, (client, w) => applyBatch(deps, client, w, inputs, { alone, skipHeldSteps: opts.skipHeldSteps === true, at }), {
       lockTimeoutMs: alone ? ALONE_LOCK_WAIT_MS : SHARED_LOCK_WAIT_MS,
-      // Planned per call, not once per connection: a generic plan made on young statistics stayed
-      // bad for the connection's life (outcomes 10 s late in the signals bench; docs/performance.md).
-      genericPlans: false,
     });
   } catch (err) {
     // The alone lane's lock waits go back to its queue as they are (OutcomeQueue).
-    if (!alone && isLockNotAvailable(err)) throw new RowHeldElsewhere(at.where, err);
+    if (!alone && isLockNotAvailable(err)) throw new RowHeldElsewhere(at.where, SHARED_LOCK_WAIT_MS, err);
     throw err;
   }
 }
@@ -93,7 +91,7 @@ async function applyBatch(
   client: pg.PoolClient,
   w: TxWriter,
   inputs: FinishInput[],
-  o: { alone: boolean; skipHeldSteps: boolean; at: { where: HeldStage } },
+  o: { alone: boolean; skipHeldSteps: boolean; at: { where: OutcomeHeldStage } },
 ): Promise<TxResult> {
   const { alone } = o;
   const sorted = [...inputs].sort(byWorkflowThenStep);

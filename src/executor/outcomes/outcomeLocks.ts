@@ -5,7 +5,8 @@
  * to the alone lane (OutcomeQueue) and records the others; the alone lane waits longer, then
  * serves the other workflows waiting there first and asks again later. Nothing is dropped: the
  * step stays `running` under this executor, and the watchdog leaves it alone while this executor
- * lives and holds its outcome (recovery.ts, rescueOwnStepsPastLease).
+ * lives and holds its outcome (recovery.ts, rescueOwnStepsPastLease). A shared batch past its
+ * wait fails with RowHeldElsewhere (core/rowHeldElsewhere.ts) saying where it met the lock.
  */
 
 /**
@@ -19,24 +20,3 @@ export const SHARED_LOCK_WAIT_MS = 200;
  * rows. Past it the outcomes go to the back of the lane, so one held workflow never holds the others.
  */
 export const ALONE_LOCK_WAIT_MS = 2_000;
-
-/** Where a shared batch met a lock held elsewhere. */
-export type HeldStage =
-  /** Finishing the steps (a step row held): the batch is redone skipping held step rows. */
-  | { stage: 'steps' }
-  /** Applying one workflow's outcomes: the batch is redone without that workflow. */
-  | { stage: 'advance'; workflowId: string }
-  /** The batch's last writes (rows, ends, events): each workflow is redone on its own. */
-  | { stage: 'write' };
-
-/** A shared batch met a row lock held elsewhere past SHARED_LOCK_WAIT_MS (55P03); where says what to redo. */
-export class RowHeldElsewhere extends Error {
-  readonly code = 'row_held_elsewhere';
-  readonly retryable = true;
-  constructor(
-    readonly where: HeldStage,
-    cause: unknown,
-  ) {
-    super(`a row lock held by another transaction was not granted within ${SHARED_LOCK_WAIT_MS} ms (${where.stage})`, { cause });
-  }
-}

@@ -12,10 +12,10 @@ import { isLockNotAvailable, isRetryablePgError } from '../../errors.js';
 import { EVENTS_CHANNEL } from '../../events.js';
 import { HeavyOutcome } from './outcomeBudget.js';
 import { ALONE_LOCK_WAIT_MS, recordOutcomeBatch, type BatchOptions } from './outcomeBatch.js';
-import { RowHeldElsewhere } from './outcomeLocks.js';
 import type { ClaimOnCreate } from '../core/txWriter.js';
 import type { FinishInput, TxDeps, TxResult } from '../core/txTypes.js';
 import { emptyTxResult } from '../core/writerTransaction.js';
+import { RowHeldElsewhere } from '../core/rowHeldElsewhere.js';
 
 export { HEAVY_OUTCOME_STATEMENTS } from './outcomeBudget.js';
 export type { FinishGuard, FinishInput, TxDeps, TxResult } from '../core/txTypes.js';

@@ -7,15 +7,14 @@
  *   POST /workflows/:id/cancel                    cancelWorkflow
  *   POST /workflows/:id/retry                     retryWorkflow
  * Success answers 303 to the workflow's page; a refusal renders that page again with the
- * operation's message (the CLI's wording) and its HTTP status.
+ * operation's message (the CLI's wording) and its HTTP status, the page's own address in the
+ * address bar (layout.ts, pageUrl), so a reload does not post the form again.
  */
 import type { Context, Hono } from 'hono';
 import { OperationError, httpStatusFor } from '../../api/errors.js';
 import type { HttpEnv } from '../auth.js';
-import { html } from '../html.js';
-import { page } from './layout.js';
 import type { DashboardDeps } from './dashboardDeps.js';
-import { pageContext, sendHtml } from './respond.js';
+import { pageContext, sendHtml, sendRefused } from './respond.js';
 import { renderWorkflowPage } from './workflowPage.js';
 import { withFlow } from './withFlow.js';
 
@@ -55,7 +54,7 @@ async function refused(c: Context<HttpEnv>, deps: DashboardDeps, workflowId: str
     const details = await deps.operations.getWorkflow(ctx.user, { workflowId });
     return sendHtml(c, ctx, renderWorkflowPage(ctx, await withFlow(deps.db, details), err.message), status);
   } catch {
-    return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/">← workflows</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status);
+    return sendRefused(c, ctx, { message: err.message, status, back: { href: '/', label: 'workflows' } });
   }
 }
 

@@ -17,7 +17,7 @@ import { html, type Html } from '../html.js';
 import { page, type PageContext } from './layout.js';
 import { utc } from '../../api/views/format.js';
 import type { DashboardDeps } from './dashboardDeps.js';
-import { pageContext, sendHtml } from './respond.js';
+import { pageContext, sendHtml, sendRefused } from './respond.js';
 
 export function mountDayTwoActions(app: Hono<HttpEnv>, deps: DashboardDeps): void {
   const ops = deps.operations;
@@ -35,7 +35,7 @@ export function mountDayTwoActions(app: Hono<HttpEnv>, deps: DashboardDeps): voi
       return sendHtml(c, ctx, bulkPage(ctx, r, ids, filters));
     } catch (err) {
       if (!(err instanceof OperationError)) throw err;
-      return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/">← workflows</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status(err));
+      return sendRefused(c, ctx, { message: err.message, status: status(err), back: { href: '/', label: 'workflows' } });
     }
   });
   app.post('/workflows/:id/fork', async (c) => {
@@ -50,7 +50,7 @@ export function mountDayTwoActions(app: Hono<HttpEnv>, deps: DashboardDeps): voi
       return c.redirect(`/workflows/${encodeURIComponent(forked.workflowId)}`, 303);
     } catch (err) {
       if (!(err instanceof OperationError)) throw err;
-      return sendHtml(c, ctx, page(ctx, { title: 'refused', body: html`<p><a href="/workflows/${workflowId}">← workflow ${workflowId}</a></p><p class="flash" role="alert" id="problem">${err.message}</p>` }), status(err));
+      return sendRefused(c, ctx, { message: err.message, status: status(err), back: { href: `/workflows/${encodeURIComponent(workflowId)}`, label: `workflow ${workflowId}` } });
     }
   });
 }
@@ -103,6 +103,8 @@ function bulkPage(ctx: PageContext, r: BulkResult, ids: string[], filters: Recor
     : '';
   return page(ctx, {
     title: `${r.action} workflows`,
+    // A POST's answer: the list's address in the address bar, so a reload does not post the action again.
+    pageUrl: '/',
     body: html`<p><a href="/">← workflows</a></p>
 <h2 id="bulk-summary">${r.dryRun ? `${r.workflows.length} workflow(s) would be ${verb}` : `${r.workflows.length} workflow(s) ${verb}`}</h2>
 ${list}

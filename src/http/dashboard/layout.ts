@@ -56,6 +56,10 @@ const SCRIPT = `
 (() => {
   const live = document.getElementById('live');
   const stream = document.body.dataset.events;
+  // A POST's answer (a refused action, a bulk result) names the page's own address: shown in the
+  // address bar instead of the POST's, so a reload GETs the page rather than posting the form again.
+  const own = document.body.dataset.pageUrl;
+  if (own && new URL(own, location.href).pathname !== location.pathname) history.replaceState(null, '', own);
   document.addEventListener('submit', (e) => {
     const msg = e.target.dataset && e.target.dataset.confirm;
     if (msg && !window.confirm(msg)) e.preventDefault();
@@ -66,8 +70,8 @@ const SCRIPT = `
     timer = null;
     const active = document.activeElement;
     if (active && live.contains(active) && active.form && active.value) { schedule(1000); return; }
-    // The page's own address: after a refused POST the page shown is at the POST's address.
-    const res = await fetch(document.body.dataset.liveUrl || location.href, { headers: { 'x-stepd-fragment': '1' }, credentials: 'same-origin' });
+    // The page's own address (after a POST's answer too: see data-page-url above).
+    const res = await fetch(location.href, { headers: { 'x-stepd-fragment': '1' }, credentials: 'same-origin' });
     if (!res.ok) return;
     const open = new Set([...live.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
     live.innerHTML = await res.text();
@@ -83,8 +87,11 @@ const SCRIPT = `
 })();
 `;
 
-/** `liveUrl`: where the live region is read again (default: the page's address; give it when a POST's answer renders the page). */
-export function page(ctx: PageContext, opts: { title: string; events?: string; liveUrl?: string; body: Html }): Html {
+/**
+ * `pageUrl`: the page's own address (a GET), for a page that may be a POST's answer: the script
+ * puts it in the address bar, so a reload (and the live refresh) reads it, never posts the form again.
+ */
+export function page(ctx: PageContext, opts: { title: string; events?: string; pageUrl?: string; body: Html }): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -93,7 +100,7 @@ export function page(ctx: PageContext, opts: { title: string; events?: string; l
 <title>${opts.title} · stepd</title>
 <style nonce="${ctx.nonce}">${trustedHtml(STYLE)}</style>
 </head>
-<body data-events="${opts.events ?? ''}"${opts.liveUrl !== undefined ? html` data-live-url="${opts.liveUrl}"` : ''}>
+<body data-events="${opts.events ?? ''}"${opts.pageUrl !== undefined ? html` data-page-url="${opts.pageUrl}"` : ''}>
 <header>
   <h1><a href="/">stepd</a></h1>
   <nav><a href="/">workflows</a></nav>

@@ -21,7 +21,7 @@ export function renderWorkflowPage(ctx: PageContext, details: WorkflowDetails, p
   return page(ctx, {
     title: `workflow ${wf.id} ${wf.name}`,
     events: `/events?workflow=${encodeURIComponent(wf.id)}`,
-    liveUrl: `/workflows/${encodeURIComponent(wf.id)}`,
+    pageUrl: `/workflows/${encodeURIComponent(wf.id)}`,
     body: html`<p><a href="/">← workflows</a></p>
 <h2>Workflow ${wf.id}: ${wf.name}</h2>
 ${problem ? html`<p class="flash" role="alert" id="problem">${problem}</p>` : ''}
