@@ -5,6 +5,7 @@
  *                                    such a run does not replace bench-results/latest.json
  *   --runs N          BENCH_RUNS     how many times each scenario runs (default 3; 1 with --size small)
  *   --io-concurrency N BENCH_IO_CONCURRENCY  the executor's --concurrency in the io scenario (64)
+ *                     BENCH_SIGNALS_PER_SECOND  the signals scenario's pace (1,000/s)
  *                     BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  the workers scenario: worker processes (3), tasks each (4;
  *                                    3 × 16 asks for 2,400 steps/s, more than 2 cores give: docs/performance.md)
  *   --accounting      BENCH_ACCOUNTING=1  run the executors with --http and read their /metrics around each
@@ -114,6 +115,7 @@ export const BENCH_USAGE = `usage: npm run bench   (or, after a build: sh script
                       BENCH_DATABASE_URL    PostgreSQL to use (default ${DEFAULT_BENCH_DATABASE_URL})
                       BENCH_PROFILE=1       run the executor under node --cpu-prof
                       BENCH_WORKERS, BENCH_WORKER_CONCURRENCY  scenario workers: processes (3) × tasks each (4)
+                      BENCH_SIGNALS_PER_SECOND  the signals scenario's pace (1000; a diagnostic below the target's)
   --help                                    this text
 
 npm run bench passes no flags to the script: use the variables there.
@@ -167,7 +169,7 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
     runs: positiveInt('--runs', flags.runs ?? env.BENCH_RUNS, quick ? 1 : 3),
     quick,
     only: parseOnly(flags.only ?? env.BENCH_ONLY),
-    sizes: quick ? SMALL : FULL,
+    sizes: { ...(quick ? SMALL : FULL), signalsPerSecond: positiveInt('BENCH_SIGNALS_PER_SECOND', env.BENCH_SIGNALS_PER_SECOND, 1_000) },
     ioConcurrency: positiveInt('--io-concurrency', flags['io-concurrency'] ?? env.BENCH_IO_CONCURRENCY, 64),
     ioSleepMs: 20,
     workerProcesses: positiveInt('BENCH_WORKERS', env.BENCH_WORKERS, 3),
@@ -188,5 +190,5 @@ export function benchSettingsFrom(env: NodeJS.ProcessEnv = process.env, argv: re
 
 /** Whether this run covers every scenario at full size (only then is latest.json replaced). */
 export function isFullRun(s: BenchSettings): boolean {
-  return !s.quick && s.only.length === SCENARIOS.length && s.profileDir === undefined && !s.accounting;
+  return !s.quick && s.only.length === SCENARIOS.length && s.profileDir === undefined && !s.accounting && s.sizes.signalsPerSecond === FULL.signalsPerSecond;
 }
