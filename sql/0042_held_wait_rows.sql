@@ -18,9 +18,12 @@
 -- wait per workflow and signal, broadcast across workflows; a deferred match NOTIFYs nothing (the
 -- executor that readies it later wakes the others itself).
 --
--- Order: while a workflow has a deferred match, a later signal's match for that workflow is
--- deferred too (not readied over its head), so the executor hands a workflow its signals in the
--- order they were sent. The cost: those matches wait for the next watchdog sweep.
+-- Order: a workflow's deferred matches are a queue. While it has one, a later signal's match for
+-- that workflow is deferred too (not readied over its head), and the executor completes them in
+-- signal id order, stopping at one whose wait is still held: a workflow's waits receive its
+-- signals in the order they were sent. The cost: those matches wait for the watchdog, and a held
+-- wait holds up that workflow's later signals too (only that workflow's: the client's lock
+-- delays the workflow whose row it holds, as every held row does).
 --
 -- The part-25 loop (a next round for a wait another transaction readied meanwhile) is gone: such a
 -- wait was locked, so it is skipped, and its workflow's match is deferred like any other.
@@ -34,6 +37,8 @@ CREATE TABLE signal_deferred_matches (
   -- The wait the signal found held (for the operator's eyes; the retry matches afresh).
   step_id      bigint NOT NULL,
   created_at   timestamptz NOT NULL DEFAULT now(),
+  -- When an executor last found its wait held (NULL: never tried): held ones go to the back.
+  tried_at     timestamptz,
   PRIMARY KEY (workflow_id, signal_id)
 );
 CREATE INDEX signal_deferred_matches_signal_idx ON signal_deferred_matches (signal_id);
@@ -121,58 +126,81 @@ BEGIN
 
   -- The executor's side: completes deferred matches whose wait row is free now. Runs with the
   -- caller's rights (the executor's: its session may ready signal waits); granted to it alone
-  -- (roles.ts). Each deferred match is taken SKIP LOCKED (two executors never complete one twice,
-  -- and neither waits for the other), then, as the trigger would for that one workflow now:
+  -- (roles.ts). A workflow's deferred matches are a queue in signal id order: only its first is
+  -- taken (FOR UPDATE SKIP LOCKED: two executors never work on one workflow's queue at once, and
+  -- neither waits for the other), then the next, until one meets a held row. Each, as the
+  -- trigger would for that one workflow now:
   --   * the signal gone (retention), the workflow not running, the signal consumed by it, or no
   --     pending wait of it matching the signal (name, key, since at or before the signal): dropped;
-  --   * that wait's row still held (SKIP LOCKED): kept for the next sweep;
+  --   * that wait's row still held (SKIP LOCKED): kept, with the rest of the workflow's queue, and
+  --     tried_at set, so queues never tried come first and held ones take turns (however many
+  --     rows a client holds, a match it does not hold is tried at the next sweep);
   --   * else the wait is readied with the signal and the consumption recorded, the match dropped.
-  -- In signal id order, so a workflow's deferred signals reach its waits in the order sent.
-  -- Returns how many waits it readied.
+  -- At most `batch` workflows' queues and `batch` matches a call. Returns how many waits it readied.
   EXECUTE pg_catalog.replace($f$
     CREATE FUNCTION @schema@.stepd_ready_deferred_matches_of_running_workflows(batch pg_catalog.int4) RETURNS pg_catalog.int4
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
     DECLARE
-      d record;
+      head record;
+      wf pg_catalog.int8;
+      sid pg_catalog.int8;
       sig record;
       wait_id pg_catalog.int8;
       consumed_by pg_catalog.int8;
+      done pg_catalog.int4 := 0;
       readied pg_catalog.int4 := 0;
     BEGIN
-      FOR d IN SELECT m.workflow_id, m.signal_id FROM @schema@.signal_deferred_matches m
-                ORDER BY m.signal_id, m.workflow_id LIMIT batch FOR UPDATE SKIP LOCKED LOOP
-        SELECT g.id, g.name, g.key, g.payload, g.created_at, g.created_role INTO sig
-          FROM @schema@.signals g WHERE g.id = d.signal_id;
-        wait_id := NULL;
-        consumed_by := NULL;
-        IF FOUND THEN
-          SELECT st.id INTO wait_id FROM @schema@.workflow_steps st
-           WHERE st.workflow_id = d.workflow_id AND st.status = 'pending' AND st.tool IS NULL
-             AND (st.args -> 'signal') IS NOT NULL
-             AND (st.args -> 'signal' ->> 'key' IS NULL OR st.args -> 'signal' ->> 'key' = sig.key)
-             AND (st.args -> 'signal' -> 'names') ? sig.name
-             AND (st.args -> 'signal' ->> 'since')::timestamptz <= sig.created_at
-             AND EXISTS (SELECT 1 FROM @schema@.workflows w WHERE w.id = d.workflow_id AND w.status = 'running')
-             AND NOT EXISTS (SELECT 1 FROM @schema@.signal_consumptions c WHERE c.workflow_id = d.workflow_id AND c.signal_id = sig.id)
-           ORDER BY st.id LIMIT 1;
-          IF wait_id IS NOT NULL THEN
-            PERFORM 1 FROM @schema@.workflow_steps st WHERE st.id = wait_id AND st.status = 'pending' FOR UPDATE SKIP LOCKED;
-            -- Still held (or changed since): the next sweep decides again.
-            CONTINUE WHEN NOT FOUND;
-            INSERT INTO @schema@.signal_consumptions (workflow_id, signal_id, step_id)
-            VALUES (d.workflow_id, sig.id, wait_id) ON CONFLICT DO NOTHING
-            RETURNING step_id INTO consumed_by;
-            IF consumed_by IS NOT NULL THEN
-              UPDATE @schema@.workflow_steps st
-                 SET status = 'ready', ready_at = now(), updated_at = now(), readied_at = now(), readied_role = sig.created_role,
-                     result = jsonb_build_object('id', sig.id::text, 'name', sig.name, 'key', sig.key,
-                                                 'payload', sig.payload, 'at', sig.created_at, 'role', sig.created_role)
-               WHERE st.id = wait_id;
-              readied := readied + 1;
+      FOR head IN SELECT m.workflow_id, m.signal_id FROM @schema@.signal_deferred_matches m
+                   WHERE NOT EXISTS (SELECT 1 FROM @schema@.signal_deferred_matches e
+                                      WHERE e.workflow_id = m.workflow_id AND e.signal_id < m.signal_id)
+                   ORDER BY m.tried_at NULLS FIRST, m.signal_id LIMIT batch FOR UPDATE SKIP LOCKED LOOP
+        wf := head.workflow_id;
+        sid := head.signal_id;
+        LOOP
+          EXIT WHEN sid IS NULL OR done >= batch;
+          SELECT g.id, g.name, g.key, g.payload, g.created_at, g.created_role INTO sig
+            FROM @schema@.signals g WHERE g.id = sid;
+          wait_id := NULL;
+          consumed_by := NULL;
+          IF FOUND THEN
+            SELECT st.id INTO wait_id FROM @schema@.workflow_steps st
+             WHERE st.workflow_id = wf AND st.status = 'pending' AND st.tool IS NULL
+               AND (st.args -> 'signal') IS NOT NULL
+               AND (st.args -> 'signal' ->> 'key' IS NULL OR st.args -> 'signal' ->> 'key' = sig.key)
+               AND (st.args -> 'signal' -> 'names') ? sig.name
+               AND (st.args -> 'signal' ->> 'since')::timestamptz <= sig.created_at
+               AND EXISTS (SELECT 1 FROM @schema@.workflows w WHERE w.id = wf AND w.status = 'running')
+               AND NOT EXISTS (SELECT 1 FROM @schema@.signal_consumptions c WHERE c.workflow_id = wf AND c.signal_id = sig.id)
+             ORDER BY st.id LIMIT 1;
+            IF wait_id IS NOT NULL THEN
+              PERFORM 1 FROM @schema@.workflow_steps st WHERE st.id = wait_id AND st.status = 'pending' FOR UPDATE SKIP LOCKED;
+              IF NOT FOUND THEN
+                -- Still held (or changed since): this queue waits for a later sweep, at the back.
+                UPDATE @schema@.signal_deferred_matches m SET tried_at = clock_timestamp()
+                 WHERE m.workflow_id = wf AND m.signal_id = sid;
+                EXIT;
+              END IF;
+              INSERT INTO @schema@.signal_consumptions (workflow_id, signal_id, step_id)
+              VALUES (wf, sig.id, wait_id) ON CONFLICT DO NOTHING
+              RETURNING step_id INTO consumed_by;
+              IF consumed_by IS NOT NULL THEN
+                UPDATE @schema@.workflow_steps st
+                   SET status = 'ready', ready_at = now(), updated_at = now(), readied_at = now(), readied_role = sig.created_role,
+                       result = jsonb_build_object('id', sig.id::text, 'name', sig.name, 'key', sig.key,
+                                                   'payload', sig.payload, 'at', sig.created_at, 'role', sig.created_role)
+                 WHERE st.id = wait_id;
+                readied := readied + 1;
+              END IF;
             END IF;
           END IF;
-        END IF;
-        DELETE FROM @schema@.signal_deferred_matches m WHERE m.workflow_id = d.workflow_id AND m.signal_id = d.signal_id;
+          DELETE FROM @schema@.signal_deferred_matches m WHERE m.workflow_id = wf AND m.signal_id = sid;
+          done := done + 1;
+          -- The workflow's next deferred match, if any (its queue is this call's while the head was locked).
+          sid := NULL;
+          SELECT m.signal_id INTO sid FROM @schema@.signal_deferred_matches m
+           WHERE m.workflow_id = wf ORDER BY m.signal_id LIMIT 1 FOR UPDATE SKIP LOCKED;
+        END LOOP;
+        EXIT WHEN done >= batch;
       END LOOP;
       RETURN readied;
     END;

@@ -6,7 +6,8 @@
  * - the workflow is cancelled: dropped, nothing readied;
  * - the wait's timeout passes: the signal, sent in time, is still delivered;
  * - more signals for the same workflow: queued behind it, delivered to a loop's waits in order;
- * - no executor at all (stopped, as by SIGKILL) and two retries at once: each match completed once.
+ * - no executor at all (stopped, as by SIGKILL) and two retries at once: each match completed once;
+ * - a client holding many rows with deferred matches: another tenant's match is not starved.
  */
 import { describe, expect, it } from 'vitest';
 import { asExecutor } from '../helpers/db.js';
@@ -101,5 +102,35 @@ describe('a deferred signal match', () => {
     // A fresh executor takes the readied waits.
     await startConfiguredExecutor(env.t, {}, { providers: [env.probe] });
     for (const id of ids) expect((await waitForWorkflow(env.t, id)).status).toBe('completed');
+  });
+
+  it('a client holding more deferred rows than a retry takes does not starve another tenant’s deferred match', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const own: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = await clientInsert(env.client, keyedWait('d.own'), { input: { k: `a${i}` } });
+      own.push((await waitForStep(env.t, id, 'w', 'pending')).id);
+    }
+    const v = await clientInsert(victim, keyedWait('d.victim'), { input: { k: 'v' } });
+    const vStep = (await waitForStep(env.t, v, 'w', 'pending')).id;
+    await env.executor.stop({ graceMs: 0 });
+    const held = await holdRow(env.client.pool, env.t, own[0]!, {
+      hold: (conn) => conn.query(`SELECT 1 FROM ${env.t.schema}.workflow_steps WHERE id = ANY($1::bigint[]) FOR UPDATE`, [own]),
+    });
+    for (let i = 0; i < 3; i++) await send(env.client, 'd.own', `a${i}`);
+    const retryOne = async () => (await asExecutor<{ n: number }>(env.t, `SELECT stepd.stepd_ready_deferred_matches_of_running_workflows(1) AS n`))[0]!.n;
+    // Retries of one match each: the held ones take turns (each tried once, none twice).
+    for (let i = 0; i < 3; i++) expect(await retryOne()).toBe(0);
+    expect(await env.t.q(`SELECT count(*)::int AS n FROM stepd.signal_deferred_matches WHERE tried_at IS NOT NULL`)).toEqual([{ n: 3 }]);
+    // The victim's match (its row held only briefly, by someone else) comes first at the next retry.
+    const brief = await holdRow(env.t.db, env.t, vStep, { table: 'workflow_steps' });
+    const sig = await send(victim, 'd.victim', 'v');
+    await brief.release();
+    expect(await retryOne()).toBe(1);
+    expect(await env.t.q(`SELECT status, result->>'id' AS id FROM stepd.workflow_steps WHERE id = $1`, [vStep])).toEqual([{ status: 'ready', id: sig }]);
+    await held.release();
+    await startConfiguredExecutor(env.t, {}, { providers: [env.probe] });
+    expect((await waitForWorkflow(env.t, v)).status).toBe('completed');
   });
 });
