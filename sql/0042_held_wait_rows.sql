@@ -1,5 +1,6 @@
 -- stepd schema, part 42: a wait row another transaction holds no longer blocks a signal
--- (docs/security.md, "Held rows"; docs/signals.md; test/security/wakeupSuppression.test.ts).
+-- (docs/security.md, "Row locks a client holds"; docs/signals.md; test/security/
+-- wakeupSuppression.test.ts and deferredSignalMatches.test.ts).
 --
 -- A signal's statement trigger (part 25, restated by 36 and 41) took every pending wait it
 -- matched FOR UPDATE. Clients have column UPDATE grants on workflow_steps, so a client could take
