@@ -13,6 +13,7 @@ export * from './queries/fanouts.js';
 export * from './queries/signals.js';
 export * from './queries/signalRows.js';
 export * from './queries/signalWaits.js';
+export * from './queries/deferredSignalMatches.js';
 export * from './queries/executors.js';
 export * from './queries/leases.js';
 export * from './queries/progress.js';

@@ -91,6 +91,10 @@ export function grantStatements(schema: string, tables: string[]): string[] {
     ...(tables.includes('size_caps') ? [`GRANT SELECT ON ${t('size_caps')} TO ${ident(r.client)}`] : []),
     // Signals (sql/0024): clients send and read them, never change or delete them.
     ...(tables.includes('signals') ? [`GRANT SELECT, INSERT (name, key, payload) ON ${t('signals')} TO ${ident(r.client)}`] : []),
+    // Signal matches deferred past a held wait row (sql/0042): the executors complete them, clients see nothing.
+    ...(tables.includes('signal_deferred_matches')
+      ? [`GRANT EXECUTE ON FUNCTION ${s}.stepd_ready_deferred_matches_of_running_workflows(pg_catalog.int4) TO ${ident(r.executor)}`]
+      : []),
     // Signal triggers (sql/0026): clients add and change their own, remove them through remove_trigger.
     ...(tables.includes('triggers')
       ? [

@@ -7,6 +7,7 @@
  * - by writing `stepd.signal_wakeup` for other sessions (ALTER ROLE / DATABASE … SET).
  */
 import pg from 'pg';
+import { asExecutor } from '../helpers/db.js';
 import { describe, expect, it } from 'vitest';
 import { clientInsert, createClientRole, holdRow, onCleanup, refused, securityEnv, waitFor, waitForStep, waitForWorkflow, type ClientRole, type SecurityEnv } from './helpers.js';
 
@@ -228,21 +229,63 @@ describe('a client holding a signal bucket open stalls no other tenant’s redri
 });
 
 /**
- * KNOWN OPEN (found by the red-team review, not fixed yet): a signal's trigger readies the
- * matching pending wait rows, so a client holding another tenant's pending wait row FOR UPDATE
- * (clients have column UPDATE grants on steps) blocks that tenant's signal insert for as long as
- * it likes.
+ * A signal's trigger readies the matching pending wait rows. Clients have column UPDATE grants on
+ * steps, so a client can hold ANOTHER tenant's pending wait row FOR UPDATE. Before sql/0042 that
+ * blocked the tenant's signal INSERT for as long as the client liked; now the trigger skips a held
+ * row and defers the match (signal_deferred_matches), and the watchdog readies the wait with that
+ * signal once the row is let go.
  */
-describe.skip('KNOWN OPEN: a client holding a wait row blocks a signal', () => {
-  it('a client holding another tenant’s pending wait row FOR UPDATE does not hold up that tenant’s signal by a second', async () => {
+describe('a client holding another tenant’s wait row does not block that tenant’s signal', () => {
+  const deferredOf = (env: SecurityEnv, step: string) =>
+    env.t.q<{ workflow_id: string; signal_id: string }>(`SELECT workflow_id::text, signal_id::text FROM stepd.signal_deferred_matches WHERE step_id = $1`, [step]);
+
+  it('the signal’s INSERT returns while the row is held, and the wait gets that signal once it is let go', async () => {
     const env = await securityEnv();
     const victim = await createClientRole(env.t);
     const v = await ownWait(env, victim, 'vic.held', 'k');
     const held = await holdRow(env.client.pool, env.t, v.step, { table: 'workflow_steps' });
-    const sent = victim.q(`INSERT INTO stepd.signals (name, key) VALUES ('vic.held', 'k') RETURNING id`);
+    const sent = victim.q<{ id: string }>(`INSERT INTO stepd.signals (name, key) VALUES ('vic.held', 'k') RETURNING id::text`);
     const outcome = await Promise.race([sent.then(() => 'sent'), sleep(1_500).then(() => 'blocked')]);
-    await held.release();
-    await sent;
+    if (outcome === 'blocked') await held.release();
     expect(outcome).toBe('sent');
+    const [sig] = await sent;
+    // Deferred, not lost: recorded in the signal's committed transaction, and still deferred
+    // across watchdog sweeps while the row stays held.
+    expect(await deferredOf(env, v.step)).toEqual([{ workflow_id: v.id, signal_id: sig!.id }]);
+    // A retry while the row is held readies nothing and keeps the match (what every sweep meets).
+    expect(await asExecutor(env.t, `SELECT stepd.stepd_ready_deferred_matches_of_running_workflows(100) AS n`)).toEqual([{ n: 0 }]);
+    expect(await deferredOf(env, v.step)).toHaveLength(1);
+    expect((await env.t.q<{ status: string }>(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [v.step]))[0]!.status).toBe('pending');
+    await held.release();
+    const wf = await waitForWorkflow(env.t, v.id);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ id: sig!.id, name: 'vic.held', key: 'k' });
+    expect(await deferredOf(env, v.step)).toEqual([]);
+    expect(await env.t.q(`SELECT signal_id::text FROM stepd.signal_consumptions WHERE workflow_id = $1`, [v.id])).toEqual([{ signal_id: sig!.id }]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it('a signal whose transaction rolls back leaves no deferred match, and the wait takes the next signal', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const v = await ownWait(env, victim, 'vic.rb', 'k');
+    const held = await holdRow(env.client.pool, env.t, v.step, { table: 'workflow_steps' });
+    await victim.session(async (run) => {
+      await run('BEGIN');
+      await run(`INSERT INTO stepd.signals (name, key) VALUES ('vic.rb', 'k')`);
+      await run('ROLLBACK');
+    });
+    expect(await env.t.q(`SELECT count(*)::int AS n FROM stepd.signal_deferred_matches`)).toEqual([{ n: 0 }]);
+    await held.release();
+    expect((await env.t.q<{ status: string }>(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [v.step]))[0]!.status).toBe('pending');
+    const [sig] = await victim.q<{ id: string }>(`INSERT INTO stepd.signals (name, key) VALUES ('vic.rb', 'k') RETURNING id::text`);
+    expect((await waitForWorkflow(env.t, v.id)).output).toMatchObject({ id: sig!.id });
+  });
+
+  it('clients cannot read or write the deferred matches, nor complete them', async () => {
+    const env = await securityEnv();
+    await refused(env.client.q(`SELECT * FROM stepd.signal_deferred_matches`), /permission denied/);
+    await refused(env.client.q(`INSERT INTO stepd.signal_deferred_matches (workflow_id, signal_id, step_id) VALUES (1, 1, 1)`), /permission denied/);
+    await refused(env.client.q(`SELECT stepd.stepd_ready_deferred_matches_of_running_workflows(10)`), /permission denied/);
   });
 });
