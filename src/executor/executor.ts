@@ -39,6 +39,8 @@ import { AdmissionLane } from './admission/admissionLane.js';
 import { createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
 import { ClaimLoop, type LoopFlags } from './claimLoop.js';
 import { Waker } from './wakeups/waker.js';
+import { DeferredSignalRetry } from './wakeups/deferredSignalRetry.js';
+import { readyDeferredSignalMatches } from './supervision/deferredSignals.js';
 import { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
 import { ReportLookout } from './claims/reportLookout.js';
 import { logRetriedFailure } from './loopErrors.js';
@@ -81,6 +83,13 @@ export class Executor {
   private readonly recheck: SkippedReadyRecheck;
   /** Looks again soon after claiming reported worker steps or readied signal waits (they skip NOTIFYs while one waits). */
   private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
+  /** Signals that deferred a match past a held wait row: their matches are tried again soon (sql/0043). */
+  private readonly deferredSignals = new DeferredSignalRetry({
+    retry: () => readyDeferredSignalMatches({ pool: this.pool, schema: this.opts.schema, log: this.deps.log }, this.opts.admitBatch),
+    onError: (err) => {
+      if (!this.outage.failed(err, 'deferred signal matches')) this.deps.log.warn({ err }, 'trying deferred signal matches failed; the watchdog will');
+    },
+  });
   /** Cancellation wake-ups, acted on once the workflow's row confirms them. */
   private readonly cancelChecks: CancelChecks;
   private stopping = false;
@@ -256,6 +265,7 @@ export class Executor {
   /** A NOTIFY on stepd_wakeup: a hint of where to look, never a fact (wakeupHint.ts). */
   private onWakeup(hint: WakeupHint): void {
     if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
+    if (hint.kind === 'signalDeferred') return this.deferredSignals.hinted();
     if (hint.kind === 'stepReady') {
       this.flags.toollessPending = true;
       this.recheck.noteReadied();
@@ -338,6 +348,7 @@ export class Executor {
     this.flags.moreReady = true;
     this.waker.close();
     this.reportLookout.close();
+    await this.deferredSignals.close();
     this.admission.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;

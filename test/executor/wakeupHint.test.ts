@@ -4,7 +4,8 @@ import { parseWakeup } from '../../src/executor/wakeups/wakeupHint.js';
 const p = (fields: Record<string, unknown>) => JSON.stringify({ schema: 'stepd', ...fields });
 
 describe('a wake-up is a hint', () => {
-  it('names what to look for: new workflows, redrives, ready steps, a cancellation to check', () => {
+  it('names what to look for: new workflows, redrives, ready steps, deferred signal matches, a cancellation to check', () => {
+    expect(parseWakeup(p({ table: 'signal_deferred_matches', status: 'deferred' }), 'stepd')).toEqual({ kind: 'signalDeferred' });
     expect(parseWakeup(p({ table: 'workflows', id: 7, status: 'new' }), 'stepd')).toEqual({ kind: 'admit' });
     expect(parseWakeup(p({ table: 'workflows', id: 7, status: 'running' }), 'stepd')).toEqual({ kind: 'redrive' });
     expect(parseWakeup(p({ table: 'workflow_steps', id: 9, status: 'ready' }), 'stepd')).toEqual({ kind: 'stepReady' });
@@ -19,6 +20,7 @@ describe('a wake-up is a hint', () => {
       p({ schema: '\u0455tepd', table: 'workflows', id: 7, status: 'cancelled' }),
       p({ table: 'pg_authid', id: 7, status: 'cancelled' }),
       p({ table: 'workflow_steps', id: 9, status: 'cancelled' }),
+      p({ table: 'signal_deferred_matches', status: 'ready' }),
       p({ table: 'workflows', id: 7, status: 'failed' }),
       p({ table: 'workflows', id: 7, status: 7 }),
       p({ table: 'workflows', id: -7, status: 'cancelled' }),

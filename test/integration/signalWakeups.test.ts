@@ -187,4 +187,28 @@ describe("a signal's wake-up", () => {
       c.release();
     }
   });
+
+  it('a match deferred past a row held for a moment is delivered at once, not at the next sweep (sql/0043)', async () => {
+    const t = await createTestSchema();
+    // Poll and sweep far beyond the wait below: only the deferral's wake-up can deliver in time.
+    await startExecutor(t, { pollIntervalMs: 120_000, watchdogIntervalMs: 120_000 });
+    const steps = await waitingOn(t, ['r1']);
+    const holder = await t.db.connect();
+    try {
+      // Another transaction holds the wait's row (as a racing signal's would) while the signal commits.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${t.schema}.workflow_steps WHERE id = $1 FOR UPDATE`, [steps.get('r1')]);
+      await send(t, 'r1');
+      expect(await t.q(`SELECT count(*)::int AS n FROM stepd.signal_deferred_matches`)).toEqual([{ n: 1 }]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await waitFor(
+      async () => (await t.q(`SELECT 1 FROM stepd.workflows w JOIN stepd.workflow_steps s ON s.workflow_id = w.id WHERE s.id = $1 AND w.status = 'completed'`, [steps.get('r1')]))[0],
+      'the workflow completed with its deferred signal',
+      20_000,
+    );
+    expect(await t.q(`SELECT count(*)::int AS n FROM stepd.signal_deferred_matches`)).toEqual([{ n: 0 }]);
+  });
 });

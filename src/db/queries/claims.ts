@@ -278,11 +278,19 @@ export async function findOwnStepsPastLease(db: Queryable, executorId: string, l
   return rows;
 }
 
+/**
+ * Gates and signal waits past their timeout, oldest deadline first; not a signal wait whose
+ * workflow has a signal match deferred past a held row since before the deadline (sql/0042): that
+ * signal came in time, and is delivered once the row is free.
+ */
 export async function findExpiredGates(db: Queryable, limit: number): Promise<{ id: string; workflow_id: string; name: string }[]> {
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_find_expired_gates',
-    text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'pending' AND expires_at < now() ORDER BY expires_at LIMIT $1`,
+    text: `SELECT id, workflow_id, name FROM workflow_steps s
+            WHERE status = 'pending' AND expires_at < now()
+              AND ((args -> 'signal') IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM signal_deferred_matches d WHERE d.workflow_id = s.workflow_id AND d.created_at <= s.expires_at))
+            ORDER BY expires_at LIMIT $1`,
     values: [limit],
   });
   return rows;

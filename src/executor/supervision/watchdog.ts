@@ -23,15 +23,15 @@ import {
   forgetExecutorIdClaimsOfEndedSessions,
   handBackSettlingSubWorkflowSteps,
   notifyStepsReady,
-  readyDeferredSignalMatchesOfRunningWorkflows,
 } from '../../db/queries.js';
 import { getStep } from '../../flow/compiled.js';
 import type { Logger } from '../../logger.js';
 import type { Outcome } from '../transitions/advance.js';
 import { signalTimeoutOutcome } from '../transitions/signalWaits.js';
-import { isLockNotAvailable, isTransactionConflict } from '../../errors.js';
+import { isLockNotAvailable } from '../../errors.js';
 import { failOverdueWorkflow, finishStep, type FinishInput, type TxDeps, type TxResult } from '../outcomes/transactions.js';
 import { emptyTxResult } from '../core/writerTransaction.js';
+import { readyDeferredSignalMatches } from './deferredSignals.js';
 import { pruneAsLeader } from '../../retention/leaderRetention.js';
 import type { RetentionPolicy } from '../../retention/retentionPolicy.js';
 
@@ -108,27 +108,6 @@ export async function rescueOwnStepsPastLease(deps: WatchdogDeps, holdsOutcome: 
   return rescued;
 }
 
-/**
- * Signals whose trigger found a matching wait's row held (by a client, a concurrent signal, a
- * cancellation) deferred the match instead of waiting (sql/0042): readied now if the row is free,
- * the executors woken. A conflict with another transaction leaves them for the next sweep.
- */
-async function readyDeferredSignalMatches(deps: WatchdogDeps, batch: number): Promise<number> {
-  let readied: number;
-  try {
-    readied = await readyDeferredSignalMatchesOfRunningWorkflows(deps.tx.pool, batch);
-  } catch (err) {
-    if (!isLockNotAvailable(err) && !isTransactionConflict(err)) throw err;
-    deps.log.warn({ err }, 'deferred signal matches met another transaction; trying again at the next sweep');
-    return 0;
-  }
-  if (readied > 0) {
-    await notifyStepsReady(deps.tx.pool, deps.tx.schema);
-    deps.log.info({ count: readied }, 'readied signal waits whose rows were held when their signal came');
-  }
-  return readied;
-}
-
 export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> {
   const report: SweepReport = { leader: false, orphaned: 0, lost: 0, gatesExpired: 0, overdue: 0, deferredSignals: 0 };
   if (!(await deps.isLeader())) return report;
@@ -186,7 +165,7 @@ export async function runWatchdogOnce(deps: WatchdogDeps): Promise<SweepReport> 
   if (tasksLost > 0) deps.log.warn({ count: tasksLost }, 'worker task leases ran out; the steps are retried');
 
   // Before the timeouts: a signal sent in time while its wait's row was held is delivered, not timed out.
-  report.deferredSignals = await readyDeferredSignalMatches(deps, batch);
+  report.deferredSignals = await readyDeferredSignalMatches({ pool: deps.tx.pool, schema: deps.tx.schema, log: deps.log }, batch);
   for (const row of await findExpiredGates(pool, batch)) {
     const wf = (await deps.tx.cache.load(pool, [row.workflow_id])).get(row.workflow_id);
     if (!wf) continue;
