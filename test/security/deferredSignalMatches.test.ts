@@ -133,4 +133,30 @@ describe('a deferred signal match', () => {
     await startConfiguredExecutor(env.t, {}, { providers: [env.probe] });
     expect((await waitForWorkflow(env.t, v)).status).toBe('completed');
   });
+
+  it('is found in as many reads as workflows with a queue, however long a client makes its own queue (sql/0044)', async () => {
+    const env = await securityEnv();
+    // The client holds its own wait's row and floods it: 1,500 deferred matches in one queue.
+    const own = await heldVictimWait(env, env.client, keyedWait('d.flood'), { k: 'k' });
+    await env.client.q(`INSERT INTO stepd.signals (name, key) SELECT 'd.flood', 'k' FROM generate_series(1, 1500)`);
+    expect(await deferredCount(env)).toBe(1500);
+    const c = await env.t.db.connect();
+    try {
+      // Counted in this session before and after one try (rolled back: nothing changes).
+      const rowsRead = async () =>
+        Number((await c.query<{ n: string }>(
+          `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0)::text AS n FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'signal_deferred_matches'`,
+          [env.t.schema],
+        )).rows[0]!.n);
+      await c.query('BEGIN');
+      const before = await rowsRead();
+      const [{ readied }] = (await c.query<{ readied: number }>(`SELECT ${env.t.schema}.stepd_ready_deferred_matches_of_running_workflows(100) AS readied`)).rows as [{ readied: number }];
+      expect(readied).toBe(0); // its wait is still held
+      expect((await rowsRead()) - before).toBeLessThan(50);
+      await c.query('ROLLBACK');
+    } finally {
+      c.release();
+    }
+    await own.held.release();
+  });
 });
