@@ -121,10 +121,16 @@ export class OutcomeQueue {
     this.pending.push({ input, resolve: recorded });
     // Another drain only while every one running is recording already (one that is about to take
     // a batch takes this outcome too).
-    if (this.drains.size < this.parallel && [...this.drains.keys()].every((d) => d.batch.length > 0)) {
+    if (this.drains.size < this.parallel && this.everyDrainRecording()) {
       const drain: Drain = { batch: [] };
       this.drains.set(drain, this.drain(drain).finally(() => this.drains.delete(drain)));
     }
+  }
+
+  /** Whether every drain in progress has a batch (none is about to take one). */
+  private everyDrainRecording(): boolean {
+    for (const d of this.drains.keys()) if (d.batch.length === 0) return false;
+    return true;
   }
 
   /** Waits until everything pushed so far is recorded (or given up on). */
