@@ -159,4 +159,24 @@ describe('a deferred signal match', () => {
     }
     await own.held.release();
   });
+
+  it('delivers intact a signal with an odd key at the 500-byte limit and a deep payload, deferred past a held row', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    // Zero-width, right-to-left, combining marks, astral emoji, a look-alike Cyrillic letter: 500 bytes exactly.
+    const piece = '\u200b\u05d0\u0301😀\u0455';
+    let key = '';
+    while (Buffer.byteLength(key + piece) <= 500) key += piece;
+    key += 'x'.repeat(500 - Buffer.byteLength(key));
+    expect(Buffer.byteLength(key)).toBe(500);
+    let deep: unknown = { end: '\u2028\u2029"\\' };
+    for (let i = 0; i < 60; i++) deep = { d: deep };
+    const v = await heldVictimWait(env, victim, keyedWait('d.odd'), { k: key });
+    const sig = await send(victim, 'd.odd', key, deep as object);
+    expect(await deferredCount(env)).toBe(1);
+    await v.held.release();
+    const wf = await waitForWorkflow(env.t, v.id);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ id: sig, key, payload: deep });
+  });
 });
