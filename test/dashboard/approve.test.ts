@@ -42,7 +42,7 @@ describe.skipIf(!CHROMIUM && process.env.CI !== 'true')('dashboard in chromium',
     expect(await section.locator('.message').textContent()).toBe('Publish the quarterly report?');
     expect(await page.locator('#workflow-status').textContent()).toBe('running');
     // The live stream is open before the click, so the completion arrives as an update.
-    await page.waitForFunction(() => document.body.dataset.live === 'on');
+    await page.waitForFunction(() => document.body.dataset.live === 'on' && Number(document.body.dataset.refreshed ?? 0) >= 1);
 
     await section.getByRole('button', { name: 'approve' }).click();
     await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
@@ -98,6 +98,41 @@ describe.skipIf(!CHROMIUM && process.env.CI !== 'true')('dashboard in chromium',
     await t.q(`UPDATE stepd.workflow_steps SET status = 'ready', readied_by = 'psql' WHERE id = $1 AND status = 'pending'`, [gate.id]);
     await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
     expect(await page.locator('li[data-step-name="review"]').textContent()).toContain('readied by psql');
+    await daemon.kill('SIGTERM');
+  });
+
+  it('keeps a click on approve that is held down while a live update arrives (the swap waits for the release)', async () => {
+    const t = await createTestSchema();
+    const daemon = spawnCli(['start', '--http', '0', '--user', 'dana'], { env: envFor(t) });
+    const base = (await daemon.waitFor(/stepd: dashboard at (http:\/\/127\.0\.0\.1:\d+)\//))[1]!;
+    const twoGates = {
+      start: 'both',
+      steps: {
+        both: { parallel: ['review', 'legal'], join: 'publish' },
+        review: { approval: true },
+        legal: { approval: true },
+        publish: { tool: 'core.echo', args: {}, done: true },
+      },
+    };
+    const id = await insertWorkflow(t, twoGates, {}, { name: 'two-gates', user: 'dana' });
+    const review = await waitForStep(t, id, 'review', 'pending');
+    const legal = await waitForStep(t, id, 'legal', 'pending');
+
+    const browser = await openBrowser();
+    const page = await browser.newPage();
+    await page.goto(`${base}/workflows/${id}`);
+    await page.waitForFunction(() => document.body.dataset.live === 'on' && Number(document.body.dataset.refreshed ?? 0) >= 1);
+    const approve = page.locator(`section.gate[data-gate-step-id="${review.id}"]`).getByRole('button', { name: 'approve' });
+    const box = (await approve.boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.down();
+    // Another service approves the other gate meanwhile: the page hears it and means to swap.
+    await t.q(`UPDATE stepd.workflow_steps SET status = 'ready', readied_by = 'psql' WHERE id = $1 AND status = 'pending'`, [legal.id]);
+    await page.waitForFunction(() => document.body.dataset.heldBack === 'press');
+    await page.mouse.up();
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    expect((await getSteps(t, id)).find((s) => s.name === 'review')?.readied_by).toBe('dana');
+    await page.locator('#workflow-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
     await daemon.kill('SIGTERM');
   });
 });

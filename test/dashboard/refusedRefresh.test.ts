@@ -29,6 +29,8 @@ describe.skipIf(!CHROMIUM && process.env.CI !== 'true')('dashboard live refresh 
       if (r.method() === 'POST') posts.push(new URL(r.url()).pathname);
     });
     await page.goto(`${base}/workflows/${id}`);
+    // Subscribed and read once more (the `ready` read): the click below is not raced by that swap.
+    await page.waitForFunction(() => Number(document.body.dataset.refreshed ?? 0) >= 1);
     const refusal = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `/workflows/${id}/cancel`);
     await page.getByRole('button', { name: 'cancel workflow' }).click();
     expect((await refusal).status()).toBe(403);

@@ -231,13 +231,20 @@ describe('the writes the contract allows', () => {
   });
 });
 
-/** Collects the payloads NOTIFYed on stepd_wakeup, from a connection of its own. */
+/**
+ * Collects the payloads NOTIFYed on stepd_wakeup for this test's schema, from a connection of its own.
+ * The channel is database-wide: other test files running at the same time wake it for their schemas.
+ */
 async function listenForWakeups(t: TestSchema): Promise<{ id: number }[]> {
   const listener = new pg.Client({ connectionString: t.url });
   await listener.connect();
   onCleanup(() => listener.end());
-  const got: { id: number }[] = [];
-  listener.on('notification', (m) => m.channel === 'stepd_wakeup' && got.push(JSON.parse(m.payload!)));
+  const got: { id: number; schema: string }[] = [];
+  listener.on('notification', (m) => {
+    if (m.channel !== 'stepd_wakeup') return;
+    const payload = JSON.parse(m.payload!) as { id: number; schema: string };
+    if (payload.schema === t.schema) got.push(payload);
+  });
   await listener.query('LISTEN stepd_wakeup');
   return got;
 }

@@ -50,7 +50,10 @@ dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em; 
  * NOTIFY channel); the page then fetches its own live region again and swaps it in, keeping the
  * open <details> open, and waits while the user is typing in one of its forms. The server's
  * `ready` comes once the page is subscribed: one more read then covers what changed between
- * rendering the page and subscribing (or while the connection was down).
+ * rendering the page and subscribing (or while the connection was down). A read that brings
+ * nothing new swaps nothing, and none swaps while a button is held down (a click is never lost to
+ * a refresh). For tests: `data-refreshed` counts the reads finished, `data-held-back` says a read
+ * waited for a press.
  */
 const SCRIPT = `
 (() => {
@@ -66,17 +69,32 @@ const SCRIPT = `
   });
   if (!live || !stream || !window.EventSource) return;
   let timer = null;
+  // A press inside the live region: a swap between its mousedown and mouseup would lose the click
+  // (the two would land on different elements), so the swap waits for the release.
+  let pressing = false;
+  live.addEventListener('pointerdown', () => { pressing = true; });
+  const release = () => { if (pressing) setTimeout(() => { pressing = false; }, 0); };
+  document.addEventListener('pointerup', release);
+  document.addEventListener('pointercancel', release);
+  let shown = null;
   const refresh = async () => {
     timer = null;
     const active = document.activeElement;
+    if (pressing) { document.body.dataset.heldBack = 'press'; schedule(100); return; }
     if (active && live.contains(active) && active.form && active.value) { schedule(1000); return; }
     // The page's own address (after a POST's answer too: see data-page-url above).
     const res = await fetch(location.href, { headers: { 'x-stepd-fragment': '1' }, credentials: 'same-origin' });
     if (!res.ok) return;
-    const open = new Set([...live.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
-    live.innerHTML = await res.text();
-    for (const d of live.querySelectorAll('details[data-key]')) if (open.has(d.dataset.key)) d.open = true;
-    document.body.dataset.updated = String(Date.now());
+    const text = await res.text();
+    if (pressing) { document.body.dataset.heldBack = 'press'; schedule(100); return; }
+    if (text !== shown) {
+      shown = text;
+      const open = new Set([...live.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
+      live.innerHTML = text;
+      for (const d of live.querySelectorAll('details[data-key]')) if (open.has(d.dataset.key)) d.open = true;
+      document.body.dataset.updated = String(Date.now());
+    }
+    document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
   };
   const schedule = (ms) => { if (!timer) timer = setTimeout(() => refresh().catch(() => {}), ms); };
   const source = new EventSource(stream);
