@@ -38,7 +38,7 @@ describe('executor heartbeats', () => {
     const [first] = await waitFor(async () => {
       const rows = await attempts(t, id);
       return rows[0]?.status === 'running' ? rows : undefined;
-    }, 'the step to run on hb-a');
+    }, 'the step to run on hb-a', 45_000); // a process start, under the full suite's load
     expect(first!.executor_id).toBe('hb-a');
     const leaseFarAhead = await t.q<{ ok: boolean }>(`SELECT $1::timestamptz > now() + interval '5 minutes' AS ok`, [first!.lease_until]);
     expect(leaseFarAhead[0]!.ok).toBe(true);
@@ -49,7 +49,7 @@ describe('executor heartbeats', () => {
     const rows = await waitFor(async () => {
       const r = await attempts(t, id);
       return r[1]?.status === 'running' ? r : undefined;
-    }, 'the step to be rescued and retried on hb-b');
+    }, 'the step to be rescued and retried on hb-b', 45_000);
     expect(rows[0]).toMatchObject({ attempt: 1, status: 'failed', error: { code: 'lost', details: { executorId: 'hb-a' } } });
     expect(rows[1]).toMatchObject({ attempt: 2, status: 'running', executor_id: 'hb-b' });
     // Rescued because hb-a stopped beating, not because the lease ran out.
