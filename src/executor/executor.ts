@@ -43,6 +43,7 @@ import { DeferredSignalRetry } from './wakeups/deferredSignalRetry.js';
 import { readyDeferredSignalMatches } from './supervision/deferredSignals.js';
 import { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
 import { ReportLookout } from './claims/reportLookout.js';
+import { SignalPickup } from './claims/signalPickup.js';
 import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './supervision/watchdog.js';
 import { WorkflowCache } from './core/workflowCache.js';
@@ -74,7 +75,7 @@ export class Executor {
   private readonly metrics: ExecutorMetrics;
   private readonly tracing: StepTracing;
   /** What may be waiting (claimLoop.ts): set by wake-ups, cleared by the round that looks. */
-  private readonly flags: LoopFlags = { moreReady: true, toollessPending: true, redrivePending: true, reconcilePending: false };
+  private readonly flags: LoopFlags = { moreReady: true, toollessPending: true, signalsPending: true, redrivePending: true, reconcilePending: false };
   /** The loop's rounds: admission started, redrives, claims (claimLoop.ts). */
   private readonly claimLoop: ClaimLoop;
   private readonly slots: Slots;
@@ -82,7 +83,7 @@ export class Executor {
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
   /** Looks again soon after claiming reported worker steps or readied signal waits (they skip NOTIFYs while one waits). */
-  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
+  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = this.flags.signalsPending = true), this.wake()) });
   /** Signals that deferred a match past a held wait row: their matches are tried again soon (sql/0043). */
   private readonly deferredSignals = new DeferredSignalRetry({
     retry: () => readyDeferredSignalMatches({ pool: this.pool, schema: this.opts.schema, log: this.deps.log }, this.opts.admitBatch),
@@ -114,7 +115,7 @@ export class Executor {
     this.metrics = deps.metrics ?? NO_METRICS;
     this.tracing = deps.tracing ?? NO_TRACING;
     this.recheck = new SkippedReadyRecheck(opts.pollIntervalMs);
-    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.flags.toollessPending = this.flags.moreReady = true) });
+    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.flags.toollessPending = this.flags.signalsPending = this.flags.moreReady = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
       onRecovered: () => {
@@ -204,8 +205,9 @@ export class Executor {
       onPresumedDead: () => void abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running).catch(() => {}),
     });
     const { flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout } = this;
+    const signals = new SignalPickup({ db: this.pool, record: (input, recorded) => outcomes.add(input, recorded) });
     this.claimLoop = new ClaimLoop({
-      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout,
+      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout, signals,
       stopping: () => this.stopping,
       withCreateClaims: (fn, maxSlots) => this.withCreateClaims(fn, maxSlots),
       handleTx: (r) => this.handleTx(r),
@@ -267,7 +269,7 @@ export class Executor {
     if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
     if (hint.kind === 'signalDeferred') return this.deferredSignals.hinted();
     if (hint.kind === 'stepReady') {
-      this.flags.toollessPending = true;
+      this.flags.toollessPending = this.flags.signalsPending = true;
       this.recheck.noteReadied();
       return this.wake();
     }

@@ -46,6 +46,14 @@ export function claimedWithEvents(schemaParam: string): string {
                  FROM claimed c WHERE ${schemaParam}::text IS NOT NULL AND c.task_ended IS NULL ORDER BY c.id) x)`;
 }
 
+/**
+ * No claim takes a readied signal wait: the outcome lane records it straight from `ready`, in the
+ * transaction that starts its next step (peekReadiedSignalWaits, signalPickup.ts). An older
+ * executor that still claims one races the lane harmlessly: each is fenced by the row's status.
+ */
+export const NOT_SIGNALLED = `(tool IS NOT NULL OR args -> 'signal' IS NULL)`;
+export const NOT_SIGNALLED_S = `(s.tool IS NOT NULL OR s.args -> 'signal' IS NULL)`;
+
 /** Who claims, for how long, and the schema step.started events name (null: events off). */
 export interface ClaimBy {
   executorId: string;
@@ -68,11 +76,11 @@ export async function claimReadySteps(
     name: 'stepd_claim_ready_steps',
     text: `WITH urgent AS (
              SELECT id FROM workflow_steps
-              WHERE status = 'ready' AND priority > 0 AND NOT gated AND ready_at <= now()
+              WHERE status = 'ready' AND priority > 0 AND NOT gated AND ready_at <= now() AND ${NOT_SIGNALLED}
               ORDER BY priority DESC, ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
            oldest AS (
              SELECT id FROM workflow_steps
-              WHERE status = 'ready' AND ready_at <= now() AND priority = 0 AND NOT gated
+              WHERE status = 'ready' AND ready_at <= now() AND priority = 0 AND NOT gated AND ${NOT_SIGNALLED}
               ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
            claimed AS (
              ${CLAIM_UPDATE}
@@ -107,7 +115,7 @@ export async function claimReadyStepsFairly(
            picked AS (
              SELECT p.id FROM visited v CROSS JOIN LATERAL (
                       SELECT s.id, s.ready_at FROM workflow_steps s
-                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated AND ${NOT_SIGNALLED_S}
                        ORDER BY s.ready_at, s.id
                        LIMIT greatest(1, ceil($2::numeric / (SELECT count(*) FROM visited)))::int
                          FOR UPDATE SKIP LOCKED) p
@@ -138,7 +146,7 @@ export async function claimReadyToollessSteps(
     text: `WITH claimed AS (
              ${CLAIM_UPDATE}
               WHERE id IN (SELECT id FROM workflow_steps
-                            WHERE status = 'ready' AND (tool IS NULL OR task_ended IS NOT NULL) AND ready_at <= now() AND NOT gated
+                            WHERE status = 'ready' AND (tool IS NULL OR task_ended IS NOT NULL) AND ready_at <= now() AND NOT gated AND ${NOT_SIGNALLED}
                             ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
           ${claimReturning('$4')}`,
     values: [opts.executorId, opts.limit, opts.leaseMs, opts.startedSchema ?? null],
@@ -158,7 +166,7 @@ export async function peekReadySteps(
   const { rows } = await db.query<{ id: string; workflow_id: string; name: string }>({
     name: 'stepd_peek_ready_steps',
     text: `SELECT id, workflow_id, name FROM workflow_steps
-            WHERE status = 'ready' AND ready_at <= now() AND NOT gated AND (NOT $2 OR tool IS NULL OR task_ended IS NOT NULL) ORDER BY ready_at, id LIMIT $1`,
+            WHERE status = 'ready' AND ready_at <= now() AND NOT gated AND ${NOT_SIGNALLED} AND (NOT $2 OR tool IS NULL OR task_ended IS NOT NULL) ORDER BY ready_at, id LIMIT $1`,
     values: [limit, toollessOnly],
   });
   return rows;
@@ -311,7 +319,7 @@ export async function lockClaimCandidates(
     text: `WITH urgent AS (
              SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
                FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-              WHERE s.status = 'ready' AND s.priority > 0 AND NOT s.gated AND s.ready_at <= now()
+              WHERE s.status = 'ready' AND s.priority > 0 AND NOT s.gated AND s.ready_at <= now() AND ${NOT_SIGNALLED_S}
                 AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
                 AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
               ORDER BY s.priority DESC, s.ready_at, s.id LIMIT $1
@@ -319,7 +327,7 @@ export async function lockClaimCandidates(
            oldest AS (
              SELECT s.id, s.workflow_id, s.name, s.tool, w.created_by
                FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
-              WHERE s.status = 'ready' AND s.ready_at <= now() AND s.priority = 0 AND NOT s.gated
+              WHERE s.status = 'ready' AND s.ready_at <= now() AND s.priority = 0 AND NOT s.gated AND ${NOT_SIGNALLED_S}
                 AND (cardinality($2::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($2::text[])))
                 AND (cardinality($3::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($3::text[])))
               ORDER BY s.ready_at, s.id LIMIT $1
@@ -365,7 +373,7 @@ export async function lockClaimCandidatesFairly(
                 AND (cardinality($5::text[]) = 0 OR w.created_by IS NULL OR NOT (w.created_by = ANY($5::text[])))
                CROSS JOIN LATERAL (
                       SELECT s.id, s.workflow_id, s.name, s.tool, s.ready_at FROM workflow_steps s
-                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated
+                       WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = v.id AND NOT s.gated AND ${NOT_SIGNALLED_S}
                          AND (cardinality($4::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY($4::text[])))
                        ORDER BY s.ready_at, s.id
                        LIMIT greatest(1, ceil($1::numeric / (SELECT count(*) FROM visited)))::int

@@ -8,7 +8,7 @@
  * lane costs: O(roles + users visited + batch) index probes, never O(backlog).
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
-import { CLAIM_UPDATE, claimedWithEvents, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
+import { CLAIM_UPDATE, claimedWithEvents, NOT_SIGNALLED_S, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
 import type { Queryable } from './common.js';
 
 /** A lane's key: NULL roles and users (rows written with the executor's marker) are one lane each. */
@@ -97,7 +97,7 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                            ORDER BY id DESC LIMIT least(${LANE_VISIT_MAX}, greatest(${LANE_VISIT_MIN}, 4 * l.share))) lw
                   -- One probe of the ready index per workflow (a LATERAL with LIMIT: never a scan of every ready row).
                   CROSS JOIN LATERAL (
-                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() AND NOT s.gated ${toolOk}
+                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() AND NOT s.gated AND ${NOT_SIGNALLED_S} ${toolOk}
                      ORDER BY s.workflow_id, s.ready_at LIMIT 1) ready
                   LIMIT l.share) w
               ${userOk}),
@@ -106,7 +106,7 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                FROM lane_workflows lw CROSS JOIN LATERAL (
                  SELECT s.id, s.ready_at, row_number() OVER (ORDER BY s.ready_at, s.id) AS k FROM (
                           SELECT s.id, s.ready_at FROM workflow_steps s
-                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id AND NOT s.gated ${toolOk}
+                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id AND NOT s.gated AND ${NOT_SIGNALLED_S} ${toolOk}
                            ORDER BY s.workflow_id, s.ready_at, s.id LIMIT ceil(lw.share::numeric / lw.m)::int) s) c),
            cut AS (SELECT id, r FROM candidates ORDER BY turn, n LIMIT ${p.limit})`;
 }

@@ -39,7 +39,16 @@ export interface FinishValues {
   args?: unknown;
   /** What the attempt spent (src/usage/stepUsage.ts); sql/0030 adds it to the workflow's usage. */
   usage?: unknown;
+  /** A readied signal wait, recorded straight from `ready` (not claimed): fenced by that status, its result kept. */
+  signalled?: boolean;
 }
+
+/**
+ * The fence of a batch's step (alias `s`, its values `u`): running under this executor ($1), or
+ * for a readied signal wait, still ready (whoever records it first wins, executors alike).
+ */
+const BATCH_FENCE = `CASE WHEN u.signalled THEN s.status = 'ready' AND s.tool IS NULL AND s.args -> 'signal' IS NOT NULL
+                                ELSE s.status = 'running' AND s.executor_id = $1 END`;
 
 function finishValues(v: FinishValues): unknown[] {
   return [v.id, v.status, jsonParam(v.result ?? null), jsonParam(v.error), jsonParam(v.args)];
@@ -114,13 +123,15 @@ export async function lockWorkflowsAndFinishSteps(
            ${skipHeld ? HELD_STEPS_CTES : ''}
            fin AS (
              UPDATE workflow_steps s
-                SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' THEN u.result ELSE s.result END,
+                SET updated_at = now(), status = u.status, result = CASE WHEN u.status = 'done' AND NOT u.signalled THEN u.result ELSE s.result END,
                     error = u.error, args = coalesce(u.args, s.args), completed_at = now(),
-                    started_at = coalesce(s.started_at, now()), lease_until = NULL, usage = coalesce(u.usage, s.usage)
+                    started_at = coalesce(s.started_at, now()), lease_until = NULL, usage = coalesce(u.usage, s.usage),
+                    executor_id = CASE WHEN u.signalled THEN $1 ELSE s.executor_id END
                FROM (SELECT (e.v ->> 'id')::bigint AS id, e.v ->> 'status' AS status, e.v -> 'result' AS result,
-                            e.v -> 'error' AS error, e.v -> 'args' AS args, nullif(e.v -> 'usage', 'null'::jsonb) AS usage
+                            e.v -> 'error' AS error, e.v -> 'args' AS args, nullif(e.v -> 'usage', 'null'::jsonb) AS usage,
+                            coalesce((e.v ->> 'signalled')::boolean, false) AS signalled
                        FROM jsonb_array_elements($3::jsonb) AS e(v)) u
-              WHERE s.id = u.id AND s.status = 'running' AND s.executor_id = $1
+              WHERE s.id = u.id AND ${BATCH_FENCE}
                 AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))
                 ${skipHeld ? 'AND s.id IN (SELECT id FROM free)' : ''}
           RETURNING s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.fanout_id::text AS fanout_id,
@@ -130,7 +141,11 @@ export async function lockWorkflowsAndFinishSteps(
                   (SELECT coalesce(json_agg(f), '[]') FROM fin f) AS finished,
                   ${skipHeld ? `(SELECT json_agg(o.id::text) FROM ours o WHERE o.id NOT IN (SELECT id FROM free))` : 'NULL::json'} AS held`,
     // The outcomes as one JSON array (see insertSteps); a done step's result is JSON null at least.
-    values: [executorId, workflowIds, JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error && storableError(v.error), args: v.args, usage: v.usage })))],
+    values: [
+      executorId,
+      workflowIds,
+      JSON.stringify(values.map((v) => ({ id: v.id, status: v.status, result: v.result ?? null, error: v.error && storableError(v.error), args: v.args, usage: v.usage, signalled: v.signalled }))),
+    ],
   });
   const row = rows[0];
   return row ? { workflows: row.workflows, finished: row.finished, held: row.held ?? [] } : { workflows: [], finished: [], held: [] };
@@ -143,8 +158,9 @@ export async function lockWorkflowsAndFinishSteps(
  */
 const HELD_STEPS_CTES = `ours AS (
              SELECT s.id FROM workflow_steps s
-              WHERE s.id IN (SELECT (e.v ->> 'id')::bigint FROM jsonb_array_elements($3::jsonb) AS e(v))
-                AND s.status = 'running' AND s.executor_id = $1
+               JOIN (SELECT (e.v ->> 'id')::bigint AS id, coalesce((e.v ->> 'signalled')::boolean, false) AS signalled
+                       FROM jsonb_array_elements($3::jsonb) AS e(v)) u ON u.id = s.id
+              WHERE ${BATCH_FENCE}
                 AND s.workflow_id = ANY (ARRAY(SELECT id FROM locked WHERE status = 'running'))),
            free AS (
              SELECT s.id FROM workflow_steps s WHERE s.id IN (SELECT id FROM ours) FOR NO KEY UPDATE SKIP LOCKED),`;

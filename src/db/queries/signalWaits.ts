@@ -94,3 +94,32 @@ export async function getReceivedSignal(db: Queryable, stepId: string): Promise<
   });
   return rows[0]?.result ?? null;
 }
+
+/** A readied signal wait the outcome lane may record (signalPickup.ts). */
+export interface ReadiedSignalWait {
+  id: string;
+  workflow_id: string;
+  /** The matched signal (the row's result). */
+  result: unknown;
+  created_by: string | null;
+  created_role: string | null;
+}
+
+/**
+ * The oldest readied signal waits of running workflows, without locking them (those in
+ * `excluding`, already on their way to the outcome lane, left out): no claim takes them
+ * (NOT_SIGNALLED in claims.ts); the lane records each from `ready`, fenced by its status, in the
+ * transaction that starts its next step. One probe of workflow_steps_ready_toolless_idx.
+ */
+export async function peekReadiedSignalWaits(db: Queryable, limit: number, excluding: string[]): Promise<ReadiedSignalWait[]> {
+  const { rows } = await db.query<ReadiedSignalWait>({
+    name: 'stepd_peek_readied_signal_waits',
+    text: `SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.result, w.created_by, w.created_role
+             FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+            WHERE s.status = 'ready' AND s.tool IS NULL AND s.args -> 'signal' IS NOT NULL AND s.ready_at <= now()
+              AND w.status = 'running' AND s.id <> ALL ($2::bigint[])
+            ORDER BY s.ready_at, s.id LIMIT $1`,
+    values: [limit, excluding],
+  });
+  return rows;
+}

@@ -38,8 +38,13 @@ export class ReportLookout {
 
   /** After every claim: the rows it took. */
   claimed(rows: readonly object[]): void {
+    this.looked(rows.some(mayHaveSkippedItsWakeup));
+  }
+
+  /** After a look for such steps (a claim, or the signal pickup): whether it found any. */
+  looked(found: boolean): void {
     const now = this.#now();
-    if (rows.some(mayHaveSkippedItsWakeup)) {
+    if (found) {
       this.#lastFoundAt = now;
       this.#nextMs = this.#everyMs;
     }

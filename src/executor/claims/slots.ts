@@ -40,6 +40,11 @@ export class Slots {
     return Math.max(0, this.concurrency + this.prefetch - this.held - this.reserved - this.waiters.length);
   }
 
+  /** Outcomes the queue may still take before the database counts as behind (readied signal waits go straight to it). */
+  get outcomeRoom(): number {
+    return Math.max(0, this.maxQueued - this.queuedOutcomes());
+  }
+
   /** Claimed steps waiting for a slot. */
   get waiting(): number {
     return this.waiters.length;

@@ -58,7 +58,12 @@ export interface TxResult {
   deferred?: FinishInput[];
 }
 
-export type FinishGuard = 'running' | 'lease-expired' | 'gate-expired';
+/**
+ * How an outcome's step is fenced: `running` under this executor (a step it ran); `signalled`, a
+ * readied signal wait recorded straight from `ready` (signalPickup.ts); the watchdog's
+ * `lease-expired` and `gate-expired`.
+ */
+export type FinishGuard = 'running' | 'signalled' | 'lease-expired' | 'gate-expired';
 
 export interface FinishInput {
   stepId: string;

@@ -51,6 +51,7 @@ export function finishValues(input: FinishInput): FinishValues {
       : { id: input.stepId, status: 'failed', error: stripInternal(input.outcome.error) };
   if (input.args !== undefined) values.args = input.args;
   if (input.outcome.usage !== undefined) values.usage = input.outcome.usage;
+  if (input.guard === 'signalled') values.signalled = true;
   return values;
 }
 
@@ -95,7 +96,8 @@ async function applyBatch(
 ): Promise<TxResult> {
   const { alone } = o;
   const sorted = [...inputs].sort(byWorkflowThenStep);
-  const running = sorted.filter((i) => i.guard === 'running');
+  // Recorded by the batch's statement: the steps this executor ran, and readied signal waits.
+  const running = sorted.filter((i) => i.guard === 'running' || i.guard === 'signalled');
   const workflowIds = [...new Set(sorted.map((i) => i.workflowId))];
   const {
     workflows: locked,
@@ -133,12 +135,14 @@ async function applyBatch(
     o.at.where = { stage: 'advance', workflowId };
     for (const i of mine) {
       // The watchdog's guards (a lease or a gate that expired) record one outcome at a time.
-      if (i.guard !== 'running') {
+      if (i.guard === 'lease-expired' || i.guard === 'gate-expired') {
         const row = await (i.guard === 'lease-expired' ? finishStepIfLeaseExpiredAndExecutorGone : finishGateIfExpired)(client, finishValues(i));
         if (row) finished.set(row.id, row);
       }
       const row = finished.get(i.stepId);
       if (!row) continue;
+      // Never claimed: it starts and ends in this transaction (no claim announced it).
+      if (i.guard === 'signalled') advance.event('step.started', { stepId: row.id, step: row.name.slice(0, 200), attempt: row.attempt, ...(row.item_index !== null ? { itemIndex: row.item_index } : {}) });
       budget?.start(workflowId);
       await advance.afterOutcome(
         { id: row.id, name: row.name, attempt: row.attempt, args: row.args, fanoutId: row.fanout_id, itemIndex: row.item_index, firstAttemptId: row.first_attempt_id },

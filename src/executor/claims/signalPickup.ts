@@ -1,0 +1,99 @@
+/**
+ * Readied signal waits go to the outcome lane without being claimed. A claim would be a
+ * transaction and a commit of its own before the lane's (signal → wait running → recorded); here
+ * the lane records the wait straight from `ready` — fenced by that status, so whichever executor
+ * records it first wins and the others change nothing — in the transaction that starts its next
+ * step. No claim statement takes one (NOT_SIGNALLED in claims.ts).
+ *
+ * The pickup only reads (peekReadiedSignalWaits): a crash before the lane commits leaves the row
+ * ready for the next look, here or on another executor. A wait handed to the lane is not handed
+ * again until the lane lets go of it; one that comes back within RESTING_MS of that (its outcome
+ * would not record: a guard refused it, say) rests that long, so it never spins.
+ */
+import { peekReadiedSignalWaits, type Queryable } from '../../db/queries.js';
+import type { FinishInput } from '../core/txTypes.js';
+import { signalOutcome } from '../transitions/signalWaits.js';
+
+export interface SignalPickupDeps {
+  db: Queryable;
+  /** Queues an outcome; `recorded` once it is recorded or given up on (OutcomeQueue.add). */
+  record: (input: FinishInput, recorded: () => void) => void;
+  now?: () => number;
+}
+
+/** Readied waits handed to the lane at one look, at most. */
+export const PICKUP_BATCH = 64;
+
+/** How long a wait the lane let go of without recording it rests before it is handed again. */
+export const RESTING_MS = 1_000;
+
+export interface Pickup {
+  /** Waits handed to the lane. */
+  picked: number;
+  /** Whether more may be ready (a full look, or no room to look). */
+  more: boolean;
+}
+
+export class SignalPickup {
+  readonly #deps: SignalPickupDeps;
+  readonly #now: () => number;
+  /** Handed to the lane, not let go of yet. */
+  readonly #inFlight = new Set<string>();
+  /** When the lane let go of each wait (kept RESTING_MS). */
+  readonly #releasedAt = new Map<string, number>();
+  /** Waits that came back too soon, until when they rest. */
+  readonly #resting = new Map<string, number>();
+
+  constructor(deps: SignalPickupDeps) {
+    this.#deps = deps;
+    this.#now = deps.now ?? Date.now;
+  }
+
+  /** Waits on their way to the lane. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Hands up to `room` readied waits (at most PICKUP_BATCH) to the lane. */
+  async pickUp(room: number): Promise<Pickup> {
+    const limit = Math.min(PICKUP_BATCH, Math.floor(room));
+    if (limit <= 0) return { picked: 0, more: true };
+    const now = this.#now();
+    this.#forgetOlderThan(now - RESTING_MS, now);
+    const rows = await peekReadiedSignalWaits(this.#deps.db, limit, [...this.#inFlight, ...this.#resting.keys()]);
+    let picked = 0;
+    for (const row of rows) {
+      if (this.#inFlight.has(row.id)) continue;
+      const released = this.#releasedAt.get(row.id);
+      if (released !== undefined) {
+        this.#resting.set(row.id, released + RESTING_MS);
+        continue;
+      }
+      this.#inFlight.add(row.id);
+      picked++;
+      const input: FinishInput = {
+        stepId: row.id,
+        workflowId: row.workflow_id,
+        guard: 'signalled',
+        outcome: signalOutcome(row.result),
+        lane: row.created_role ?? '',
+        user: row.created_by,
+      };
+      this.#deps.record(input, () => {
+        this.#inFlight.delete(row.id);
+        this.#releasedAt.delete(row.id); // kept in release order (#forgetOlderThan)
+        this.#releasedAt.set(row.id, this.#now());
+      });
+    }
+    return { picked, more: rows.length >= limit };
+  }
+
+  #forgetOlderThan(cutoff: number, now: number): void {
+    // Map iteration is in insertion order, which is release order: stop at the first recent one.
+    for (const [id, at] of this.#releasedAt) {
+      if (at >= cutoff) break;
+      this.#releasedAt.delete(id);
+    }
+    for (const [id, until] of this.#resting) if (until <= now) this.#resting.delete(id);
+  }
+}

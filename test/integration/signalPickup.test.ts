@@ -1,0 +1,135 @@
+/**
+ * Readied signal waits are never claimed: the outcome lane records each straight from `ready`, in
+ * the transaction that starts its next step (src/executor/claims/signalPickup.ts), fenced by the
+ * row's status so that executors racing for one record it once.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { claimReadySteps, claimReadyToollessSteps, peekReadiedSignalWaits, peekReadySteps } from '../../src/db/queries.js';
+import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+
+const PAID = {
+  start: 'paid',
+  steps: {
+    paid: { signal: { name: 'payment', key: '{{input.order}}' }, next: 'ship' },
+    ship: { tool: 'core.echo', args: { shipped: '{{steps.paid.result.payload.amount}}' }, done: true, output: '{{result}}' },
+  },
+};
+
+const send = (t: TestSchema, key: string, amount: number) =>
+  t.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment', $1, $2)`, [key, JSON.stringify({ amount })]);
+
+/** The events of this schema on stepd_events, from a connection of its own. */
+async function listenForEvents(t: TestSchema): Promise<Record<string, unknown>[]> {
+  const listener = new pg.Client({ connectionString: t.url });
+  await listener.connect();
+  onCleanup(() => listener.end());
+  const got: Record<string, unknown>[] = [];
+  listener.on('notification', (m) => {
+    const e = JSON.parse(m.payload ?? '{}') as Record<string, unknown>;
+    if (m.channel === 'stepd_events' && e.schema === t.schema) got.push(e);
+  });
+  await listener.query('LISTEN stepd_events');
+  return got;
+}
+
+interface StepTimes {
+  name: string;
+  status: string;
+  executor_id: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+}
+
+const stepTimes = (t: TestSchema, workflowId: string) =>
+  t.q<StepTimes>(`SELECT name, status, executor_id, created_at, started_at, completed_at FROM stepd.workflow_steps WHERE workflow_id = $1 ORDER BY id`, [workflowId]);
+
+describe('readied signal waits', () => {
+  it('are recorded with their next step in one transaction, announced as started then done', async () => {
+    const t = await createTestSchema();
+    const events = await listenForEvents(t);
+    const executor = await startExecutor(t, { executorId: 'pickup-a' });
+    const id = await insertWorkflow(t, PAID, { order: 'o-1' });
+    const wait = await waitForStep(t, id, 'paid', 'pending');
+    await send(t, 'o-1', 1200);
+    const wf = await waitForWorkflow(t, id);
+    expect(wf.status).toBe('completed');
+    expect(wf.output).toEqual({ shipped: 1200 });
+
+    const [paid, ship] = await stepTimes(t, id);
+    expect(paid).toMatchObject({ name: 'paid', status: 'done', executor_id: 'pickup-a' });
+    // Never claimed: it started and ended in the transaction (one now()) that created its next step.
+    expect(paid!.started_at!.getTime()).toBe(paid!.completed_at!.getTime());
+    expect(ship!.created_at.getTime()).toBe(paid!.completed_at!.getTime());
+
+    await waitFor(() => events.some((e) => e.type === 'workflow.completed' && e.workflowId === id), 'the workflow.completed event');
+    const ofWait = events.filter((e) => e.stepId === wait.id).map((e) => e.type);
+    expect(ofWait).toEqual(['step.waiting', 'step.started', 'step.done']);
+    const started = events.find((e) => e.stepId === wait.id && e.type === 'step.started')!;
+    expect(started).toMatchObject({ workflowId: id, step: 'paid', attempt: 1 });
+    await executor.stop({ graceMs: 0 });
+  });
+
+  it('are taken by no claim statement, while ready gates and tool steps still are', async () => {
+    const t = await createTestSchema();
+    const executor = await startExecutor(t);
+    const waiting = await insertWorkflow(t, PAID, { order: 'o-2' });
+    const gated = await insertWorkflow(t, { start: 'g', steps: { g: { approval: true, next: 'e' }, e: { tool: 'core.echo', args: {}, done: true } } });
+    const wait = await waitForStep(t, waiting, 'paid', 'pending');
+    const gate = await waitForStep(t, gated, 'g', 'pending');
+    await executor.stop({ graceMs: 0 });
+
+    await send(t, 'o-2', 7);
+    await t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [gate.id]);
+    expect((await getSteps(t, waiting)).find((s) => s.id === wait.id)?.status).toBe('ready');
+
+    const db = await t.db.connect();
+    onCleanup(async () => db.release());
+    await db.query(`SET search_path TO ${t.schema.replace(/[^a-z0-9_]/g, '')}`);
+    await db.query('BEGIN');
+    await db.query(`SET LOCAL stepd.executor = 'on'`); // as the executor's sessions claim
+    const by = { executorId: 'probe', leaseMs: 60_000, startedSchema: null };
+    expect((await peekReadySteps(db, 10, true)).map((r) => r.id)).toEqual([gate.id]);
+    expect((await claimReadyToollessSteps(db, { ...by, limit: 10 })).map((r) => r.id)).toEqual([gate.id]);
+    expect(await claimReadySteps(db, { ...by, limit: 10 })).toEqual([]);
+    expect((await peekReadiedSignalWaits(db, 10, [])).map((r) => r.id)).toEqual([wait.id]);
+    expect(await peekReadiedSignalWaits(db, 10, [wait.id])).toEqual([]);
+    await db.query('ROLLBACK');
+
+    // An executor started now records the wait and runs the rest.
+    await startExecutor(t);
+    expect((await waitForWorkflow(t, waiting)).output).toEqual({ shipped: 7 });
+    expect((await waitForWorkflow(t, gated)).status).toBe('completed');
+  });
+
+  it('two executors racing for one burst of readied waits record each once and advance each workflow once', async () => {
+    const t = await createTestSchema();
+    const a = await startExecutor(t, { executorId: 'pickup-a' });
+    const count = 60;
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) ids.push(await insertWorkflow(t, PAID, { order: `o-${i}` }));
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
+      return r!.n === count;
+    }, 'every wait to be pending');
+    await startExecutor(t, { executorId: 'pickup-b' });
+    // One statement readies every wait at once: both executors hear it and look.
+    await t.q(
+      `INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'o-' || n, jsonb_build_object('amount', n) FROM generate_series(0, $1::int - 1) AS n`,
+      [count],
+    );
+    for (const [i, id] of ids.entries()) expect((await waitForWorkflow(t, id)).output).toEqual({ shipped: i });
+    const rows = await t.q<{ name: string; n: number; executors: string[] }>(
+      `SELECT s.name, count(*)::int AS n, array_agg(DISTINCT s.executor_id) AS executors
+         FROM stepd.workflow_steps s WHERE s.workflow_id = ANY($1::bigint[]) GROUP BY s.name ORDER BY s.name`,
+      [ids],
+    );
+    expect(rows.map((r) => [r.name, r.n])).toEqual([
+      ['paid', count],
+      ['ship', count],
+    ]);
+    expect(rows.find((r) => r.name === 'paid')!.executors.every((e) => e === 'pickup-a' || e === 'pickup-b')).toBe(true);
+    await a.stop({ graceMs: 0 });
+  });
+});
