@@ -127,7 +127,8 @@ describe('timers', () => {
   it('wait: {until: "{{input.at}}"} makes the step claimable at that instant', async () => {
     const t = await createTestSchema();
     await startExecutor(t);
-    const [{ at }] = await t.q(`SELECT to_json(now() + interval '200 milliseconds') #>> '{}' AS at`);
+    // Far enough ahead that a loaded machine admits the workflow before the instant passes.
+    const [{ at }] = await t.q(`SELECT to_json(now() + interval '1500 milliseconds') #>> '{}' AS at`);
     const id = await insertWorkflow(t, {
       start: 'pause',
       steps: { pause: { wait: { until: '{{input.at}}' }, next: 'after' }, after: { tool: 'core.echo', args: { at: '{{input.at}}' } } },

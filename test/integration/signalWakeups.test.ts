@@ -60,7 +60,7 @@ const statusOf = async (t: TestSchema, id: string) => (await t.q<{ status: strin
 describe("a signal's wake-up", () => {
   it('NOTIFYs at commit only when no readied signal wait is already waiting for an executor', async () => {
     const t = await createTestSchema();
-    const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k5', 'k6']);
+    const steps = await waitingOn(t, ['k1', 'k2', 'k3', 'k4', 'k4b', 'k5', 'k6']);
     const wakeups = await wakeupCounter(t);
 
     await send(t, 'k1'); // nothing on its way: wakes the executors
@@ -94,9 +94,18 @@ describe("a signal's wake-up", () => {
     expect(await statusOf(t, steps.get('k3')!)).toBe('pending');
     expect(await wakeups.settle()).toBe(0);
 
-    // The executor took and finished the ready waits: the next signal has nothing to ride on.
-    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = ANY($1::bigint[])`, [[steps.get('k1'), steps.get('k2'), steps.get('k6')]]);
+    // The executor recorded the ready waits just now (straight from ready, sql/0045): it is still
+    // looking for more, so the next signal rides on that. (updated_at a minute ahead: however slow
+    // this machine is, the send below still comes within 250 ms of it.)
+    const done = [steps.get('k1'), steps.get('k2'), steps.get('k6')];
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now(), updated_at = now() + interval '1 minute' WHERE id = ANY($1::bigint[])`, [done]);
     await send(t, 'k4');
+    expect(await statusOf(t, steps.get('k4')!)).toBe('ready');
+    expect(await wakeups.settle()).toBe(0);
+    // …recorded more than 250 ms ago, and k4's wait taken too: the next signal has nothing to ride on.
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET updated_at = now() - interval '1 second' WHERE id = ANY($1::bigint[])`, [done]);
+    await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now(), updated_at = now() - interval '1 second' WHERE id = $1`, [steps.get('k4')]);
+    await send(t, 'k4b');
     expect(await wakeups.settle()).toBe(1);
 
     // The decision is made at commit, not at the INSERT: k4's wait is ready when k5's INSERT runs,
@@ -105,7 +114,7 @@ describe("a signal's wake-up", () => {
     try {
       await late.query('BEGIN');
       await late.query(`INSERT INTO ${t.schema}.signals (name, key) VALUES ('payment', 'k5')`);
-      await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now() WHERE id = $1`, [steps.get('k4')]);
+      await asExecutor(t, `UPDATE stepd.workflow_steps SET status = 'done', started_at = now(), completed_at = now(), updated_at = now() - interval '1 second' WHERE id = $1`, [steps.get('k4b')]);
       await late.query('COMMIT');
     } finally {
       late.release();

@@ -1,10 +1,10 @@
 /**
- * Claiming, leasing and handing back steps: the hot path, each guarded by state and owner
- * (recording their outcomes: outcomes.ts).
- * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
+ * Claiming, leasing and handing back steps: the hot path, each guarded by state and owner (recording
+ * their outcomes: outcomes.ts). Part of the runtime statement catalogue (src/db/queries.ts).
  */
 import type { StepRow } from '../tables.js';
 import type { Queryable } from './common.js';
+import { NOT_SIGNALLED, NOT_SIGNALLED_S } from './signalWaits.js';
 import { STEP_EXECUTOR_ALIVE } from './executors.js';
 
 /**
@@ -45,14 +45,6 @@ export function claimedWithEvents(schemaParam: string): string {
                         'itemIndex', c.item_index, 'at', c.started_at))::text)
                  FROM claimed c WHERE ${schemaParam}::text IS NOT NULL AND c.task_ended IS NULL ORDER BY c.id) x)`;
 }
-
-/**
- * No claim takes a readied signal wait: the outcome lane records it straight from `ready`, in the
- * transaction that starts its next step (peekReadiedSignalWaits, signalPickup.ts). An older
- * executor that still claims one races the lane harmlessly: each is fenced by the row's status.
- */
-export const NOT_SIGNALLED = `(tool IS NOT NULL OR args -> 'signal' IS NULL)`;
-export const NOT_SIGNALLED_S = `(s.tool IS NOT NULL OR s.args -> 'signal' IS NULL)`;
 
 /** Who claims, for how long, and the schema step.started events name (null: events off). */
 export interface ClaimBy {

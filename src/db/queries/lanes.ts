@@ -8,8 +8,9 @@
  * lane costs: O(roles + users visited + batch) index probes, never O(backlog).
  * Part of the runtime statement catalogue (src/db/queries.ts re-exports every module).
  */
-import { CLAIM_UPDATE, claimedWithEvents, NOT_SIGNALLED_S, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
+import { CLAIM_UPDATE, claimedWithEvents, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
 import type { Queryable } from './common.js';
+import { NOT_SIGNALLED_S } from './signalWaits.js';
 
 /** A lane's key: NULL roles and users (rows written with the executor's marker) are one lane each. */
 const ROLE = `coalesce(created_role, '')`;

@@ -7,6 +7,14 @@
  */
 import { type Queryable } from './common.js';
 
+/**
+ * No claim takes a readied signal wait: the outcome lane records it straight from `ready`, in the
+ * transaction that starts its next step (peekReadiedSignalWaits, signalPickup.ts). An older
+ * executor that still claims one races the lane harmlessly: each is fenced by the row's status.
+ */
+export const NOT_SIGNALLED = `(tool IS NOT NULL OR args -> 'signal' IS NULL)`;
+export const NOT_SIGNALLED_S = `(s.tool IS NOT NULL OR s.args -> 'signal' IS NULL)`;
+
 /** What a waiting step's row records in `args.signal` (since filled in by the database). */
 export interface SignalWaitArgs {
   names: string[];

@@ -1,5 +1,5 @@
 /**
- * After a claim that took reported worker steps (sql/0027) or signal waits (sql/0025), the executor looks for more: after
+ * After a claim that took reported worker steps (sql/0027), or a pickup of readied signal waits (sql/0025, 0045), the executor looks for more: after
  * `everyMs`, then twice as long after each look that found none, until `lingerMs` pass without
  * finding one (a look that finds some starts over at `everyMs`). A worker's report NOTIFYs only when no
  * other report is waiting (sql/0034): the waiting one woke the executors, and a report that

@@ -8,7 +8,10 @@
  *   wait    Pending: a signal inserted later readies it in the inserting transaction (a trigger).
  *           Clients cannot ready it by hand (guard). Past expires_at the watchdog fails it with
  *           `signal_timeout` (signalTimeoutOutcome), as it expires gates.
- *   settle  Claimed without a slot, the readied step completes with the signal as its result.
+ *   settle  Never claimed: the outcome lane records the readied step straight from `ready`, with
+ *           the signal as its result, in the transaction that starts its next step
+ *           (claims/signalPickup.ts). One claimed anyway (an older executor; the retry of an
+ *           attempt lost after a claim) completes the same way when it runs (signalOutcome).
  */
 import { completeSignalWaitIfSignalled, lockSignalWaitBuckets, notifyStepsReady, type NewStep, type Queryable } from '../../db/queries.js';
 import type { CompiledStep } from '../../flow/compiled.js';

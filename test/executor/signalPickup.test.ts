@@ -1,0 +1,89 @@
+/**
+ * SignalPickup against the real database, with the outcome lane replaced by a recorder the test
+ * controls: a wait is handed over once while on its way, a wait handed back unrecorded rests
+ * before it is handed again (it never spins), and `room` bounds each look.
+ */
+import { describe, expect, it } from 'vitest';
+import { PICKUP_BATCH, RESTING_MS, SignalPickup } from '../../src/executor/claims/signalPickup.js';
+import type { FinishInput } from '../../src/executor/core/txTypes.js';
+import { createTestSchema, insertWorkflow, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+
+const PAID = {
+  start: 'paid',
+  steps: {
+    paid: { signal: { name: 'payment', key: '{{input.order}}' }, next: 'ship' },
+    ship: { tool: 'core.echo', args: {}, done: true },
+  },
+};
+
+/** `count` workflows whose waits are readied, with no executor running. */
+async function readiedWaits(t: TestSchema, count: number): Promise<void> {
+  const executor = await startExecutor(t);
+  for (let i = 0; i < count; i++) await insertWorkflow(t, PAID, { order: `o-${i}` });
+  await waitFor(async () => {
+    const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
+    return r!.n === count;
+  }, 'the waits to be pending');
+  await executor.stop({ graceMs: 0 });
+  await t.q(`INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'o-' || n, '{}' FROM generate_series(0, $1::int - 1) AS n`, [count]);
+}
+
+/** A pickup whose lane only remembers what it was given; `release(id)` lets go of one unrecorded. */
+async function pickupOn(t: TestSchema) {
+  const db = await t.db.connect();
+  onCleanup(async () => db.release());
+  await db.query(`SET search_path TO ${t.schema.replace(/[^a-z0-9_]/g, '')}`);
+  let now = 1_000_000;
+  const given: FinishInput[] = [];
+  const releases = new Map<string, () => void>();
+  const pickup = new SignalPickup({
+    db,
+    record: (input, recorded) => {
+      given.push(input);
+      releases.set(input.stepId, recorded);
+    },
+    now: () => now,
+  });
+  return { pickup, given, release: (id: string) => releases.get(id)!(), advance: (ms: number) => (now += ms) };
+}
+
+describe('SignalPickup', () => {
+  it('hands each readied wait to the lane once while it is on its way, with the signal as its outcome', async () => {
+    const t = await createTestSchema();
+    await readiedWaits(t, 3);
+    const p = await pickupOn(t);
+    expect(await p.pickup.pickUp(10)).toEqual({ picked: 3, more: false });
+    expect(p.given.map((g) => g.guard)).toEqual(['signalled', 'signalled', 'signalled']);
+    expect(p.given[0]!.outcome).toMatchObject({ status: 'done', result: { name: 'payment', key: 'o-0' } });
+    expect(p.pickup.inFlight).toBe(3);
+    // Still ready in the database (nothing recorded them), but on their way: not handed again.
+    expect(await p.pickup.pickUp(10)).toEqual({ picked: 0, more: false });
+    expect(p.given).toHaveLength(3);
+  });
+
+  it('rests a wait the lane let go of without recording it, then hands it again', async () => {
+    const t = await createTestSchema();
+    await readiedWaits(t, 1);
+    const p = await pickupOn(t);
+    expect((await p.pickup.pickUp(10)).picked).toBe(1);
+    const id = p.given[0]!.stepId;
+    p.release(id);
+    expect(p.pickup.inFlight).toBe(0);
+    expect((await p.pickup.pickUp(10)).picked).toBe(0);
+    p.advance(RESTING_MS / 2);
+    expect((await p.pickup.pickUp(10)).picked).toBe(0);
+    p.advance(RESTING_MS);
+    expect((await p.pickup.pickUp(10)).picked).toBe(1);
+    expect(p.given.map((g) => g.stepId)).toEqual([id, id]);
+  });
+
+  it('takes no more than the room it is given, nor more than PICKUP_BATCH, and says when more may wait', async () => {
+    const t = await createTestSchema();
+    await readiedWaits(t, 5);
+    const p = await pickupOn(t);
+    expect(await p.pickup.pickUp(0)).toEqual({ picked: 0, more: true });
+    expect(await p.pickup.pickUp(2)).toEqual({ picked: 2, more: true });
+    expect(await p.pickup.pickUp(PICKUP_BATCH * 10)).toEqual({ picked: 3, more: false });
+    expect(new Set(p.given.map((g) => g.stepId)).size).toBe(5);
+  });
+});
