@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { PICKUP_BATCH, RESTING_MS, SignalPickup } from '../../src/executor/claims/signalPickup.js';
 import type { FinishInput } from '../../src/executor/core/txTypes.js';
-import { createTestSchema, insertWorkflow, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+import { asExecutor, createTestSchema, insertWorkflow, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
 
 const PAID = {
   start: 'paid',
@@ -54,7 +54,8 @@ describe('SignalPickup', () => {
     const p = await pickupOn(t);
     expect(await p.pickup.pickUp(10)).toEqual({ picked: 3, more: false });
     expect(p.given.map((g) => g.guard)).toEqual(['signalled', 'signalled', 'signalled']);
-    expect(p.given[0]!.outcome).toMatchObject({ status: 'done', result: { name: 'payment', key: 'o-0' } });
+    expect(p.given.map((g) => g.outcome)).toEqual(p.given.map(() => expect.objectContaining({ status: 'done', result: expect.objectContaining({ name: 'payment' }) })));
+    expect(p.given.map((g) => (g.outcome as { result: { key: string } }).result.key).sort()).toEqual(['o-0', 'o-1', 'o-2']);
     expect(p.pickup.inFlight).toBe(3);
     // Still ready in the database (nothing recorded them), but on their way: not handed again.
     expect(await p.pickup.pickUp(10)).toEqual({ picked: 0, more: false });
@@ -83,7 +84,38 @@ describe('SignalPickup', () => {
     const p = await pickupOn(t);
     expect(await p.pickup.pickUp(0)).toEqual({ picked: 0, more: true });
     expect(await p.pickup.pickUp(2)).toEqual({ picked: 2, more: true });
-    expect(await p.pickup.pickUp(PICKUP_BATCH * 10)).toEqual({ picked: 3, more: false });
+    // After a full look the next is fair across roles, and says more may wait (the oldest).
+    expect(await p.pickup.pickUp(PICKUP_BATCH * 10)).toEqual({ picked: 3, more: true });
+    expect(await p.pickup.pickUp(PICKUP_BATCH * 10)).toEqual({ picked: 0, more: false });
     expect(new Set(p.given.map((g) => g.stepId)).size).toBe(5);
+  });
+
+  it("after a full look, looks fairly across roles: another role's wait is not held behind one role's flood", async () => {
+    const t = await createTestSchema();
+    const executor = await startExecutor(t);
+    const flood: string[] = [];
+    for (let i = 0; i < 40; i++) flood.push(await insertWorkflow(t, PAID, { order: `a-${i}` }));
+    const other = await insertWorkflow(t, PAID, { order: 'b-1' });
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
+      return r!.n === 41;
+    }, 'the waits to be pending');
+    await executor.stop({ graceMs: 0 });
+    // Another tenant's workflow (its lane is its role), whose signal comes after the flood's.
+    await asExecutor(t, `UPDATE stepd.workflows SET created_role = 'tenant_b' WHERE id = $1`, [other]);
+    await t.q(`INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'a-' || n, '{}' FROM generate_series(0, 39) AS n`);
+    await t.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment', 'b-1', '{}')`);
+    const p = await pickupOn(t);
+    expect(await p.pickup.pickUp(10)).toEqual({ picked: 10, more: true });
+    expect(p.given.every((g) => g.workflowId !== other)).toBe(true);
+    // The first look was full: the second is fair, and the other role's wait is in it.
+    const second = await p.pickup.pickUp(10);
+    expect(second.picked).toBeGreaterThan(0);
+    expect(p.given.slice(10).map((g) => g.workflowId)).toContain(other);
+    expect(p.given.find((g) => g.workflowId === other)).toMatchObject({ lane: 'tenant_b', guard: 'signalled' });
+    // Then oldest first again: the flood goes on where it was, nothing handed twice.
+    await p.pickup.pickUp(64);
+    expect(new Set(p.given.map((g) => g.stepId)).size).toBe(p.given.length);
+    expect(p.given).toHaveLength(41);
   });
 });

@@ -10,7 +10,7 @@
  */
 import { CLAIM_UPDATE, claimedWithEvents, type ClaimBy, type ClaimCandidate, type ClaimedStep } from './claims.js';
 import type { Queryable } from './common.js';
-import { NOT_SIGNALLED_S } from './signalWaits.js';
+import { NOT_SIGNALLED_S, type ReadiedSignalWait } from './signalWaits.js';
 
 /** A lane's key: NULL roles and users (rows written with the executor's marker) are one lane each. */
 const ROLE = `coalesce(created_role, '')`;
@@ -86,7 +86,9 @@ const LANE_VISIT_MAX = 64;
  * claimReadyStepsFairlyAcrossRoles); with `skip`, the steps of saturated tools (`LIKE` patterns)
  * and the lanes of saturated users are left out, as a limited claim's are.
  */
-function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: string; users: string } }): string {
+function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: string; users: string }; signalWaits?: boolean }): string {
+  // The steps picked: those a claim takes, or (signalWaits) the readied signal waits no claim takes.
+  const kind = p.signalWaits ? `s.tool IS NULL AND s.args -> 'signal' IS NOT NULL` : `NOT s.gated AND ${NOT_SIGNALLED_S}`;
   const toolOk = p.skip ? `AND (cardinality(${p.skip.toolsLike}::text[]) = 0 OR s.tool IS NULL OR NOT (s.tool LIKE ANY(${p.skip.toolsLike}::text[])))` : '';
   const userOk = p.skip ? `WHERE (cardinality(${p.skip.users}::text[]) = 0 OR l.u = '' OR l.u <> ALL(${p.skip.users}::text[]))` : '';
   return `${lanesOf('running', { limit: p.limit, fromRole: p.fromRole, maxRoles: p.limit })},
@@ -98,7 +100,7 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                            ORDER BY id DESC LIMIT least(${LANE_VISIT_MAX}, greatest(${LANE_VISIT_MIN}, 4 * l.share))) lw
                   -- One probe of the ready index per workflow (a LATERAL with LIMIT: never a scan of every ready row).
                   CROSS JOIN LATERAL (
-                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() AND NOT s.gated AND ${NOT_SIGNALLED_S} ${toolOk}
+                    SELECT 1 FROM workflow_steps s WHERE s.status = 'ready' AND s.workflow_id = lw.id AND s.ready_at <= now() AND ${kind} ${toolOk}
                      ORDER BY s.workflow_id, s.ready_at LIMIT 1) ready
                   LIMIT l.share) w
               ${userOk}),
@@ -107,7 +109,7 @@ function roleFairCut(p: { limit: string; fromRole: string; skip?: { toolsLike: s
                FROM lane_workflows lw CROSS JOIN LATERAL (
                  SELECT s.id, s.ready_at, row_number() OVER (ORDER BY s.ready_at, s.id) AS k FROM (
                           SELECT s.id, s.ready_at FROM workflow_steps s
-                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id AND NOT s.gated AND ${NOT_SIGNALLED_S} ${toolOk}
+                           WHERE s.status = 'ready' AND s.ready_at <= now() AND s.workflow_id = lw.id AND ${kind} ${toolOk}
                            ORDER BY s.workflow_id, s.ready_at, s.id LIMIT ceil(lw.share::numeric / lw.m)::int) s) c),
            cut AS (SELECT id, r FROM candidates ORDER BY turn, n LIMIT ${p.limit})`;
 }
@@ -186,4 +188,28 @@ export async function lockClaimCandidatesFairlyAcrossRoles(
   const first = rows[0];
   const candidates = rows.filter((r) => r.id !== null).map(({ next_role: _n, roles_locked: _r, ...c }) => c);
   return { candidates, nextRole: first?.next_role ?? null, rolesLocked: first?.roles_locked ?? 0 };
+}
+
+/**
+ * Readied signal waits picked fairly across roles, as the role-fair claim picks ready steps (from
+ * `fromRole` on, the newest 16–64 running workflows of each user lane looked at), without locking
+ * them; those in `excluding` (on their way already) left out. The signal pickup's look after a
+ * full one (signalPickup.ts), so one role's flood of signals never holds another role's wake-up
+ * behind it. `nextRole`: where the next such look starts (null: from the first role again).
+ */
+export async function peekReadiedSignalWaitsFairly(
+  db: Queryable,
+  opts: { limit: number; fromRole: string; excluding: string[] },
+): Promise<{ rows: ReadiedSignalWait[]; nextRole: string | null }> {
+  const { rows } = await db.query<ReadiedSignalWait & { next_role: string | null }>({
+    name: 'stepd_peek_readied_signal_waits_fairly',
+    text: `WITH RECURSIVE ${roleFairCut({ limit: '$1', fromRole: '$2', signalWaits: true })}
+           SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.result, w.created_by, w.created_role,
+                  (SELECT r FROM roles WHERE n = $1 + 1) AS next_role
+             FROM cut JOIN workflow_steps s ON s.id = cut.id JOIN workflows w ON w.id = s.workflow_id
+            WHERE s.id <> ALL ($3::bigint[])
+            ORDER BY s.ready_at, s.id`,
+    values: [opts.limit, opts.fromRole, opts.excluding],
+  });
+  return { rows: rows.map(({ next_role: _n, ...row }) => row), nextRole: rows[0]?.next_role ?? null };
 }

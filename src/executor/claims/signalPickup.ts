@@ -9,8 +9,12 @@
  * ready for the next look, here or on another executor. A wait handed to the lane is not handed
  * again until the lane lets go of it; one that comes back within RESTING_MS of that (its outcome
  * would not record: a guard refused it, say) rests that long, so it never spins.
+ *
+ * Oldest first; after a look that came back full (a backlog), the next is fair across roles
+ * (peekReadiedSignalWaitsFairly, round-robin from where the last fair look stopped), so one
+ * role's flood of signals never holds another role's wake-up behind all of it.
  */
-import { peekReadiedSignalWaits, type Queryable } from '../../db/queries.js';
+import { peekReadiedSignalWaits, peekReadiedSignalWaitsFairly, type Queryable, type ReadiedSignalWait } from '../../db/queries.js';
 import type { FinishInput } from '../core/txTypes.js';
 import { signalOutcome } from '../transitions/signalWaits.js';
 
@@ -43,6 +47,9 @@ export class SignalPickup {
   readonly #releasedAt = new Map<string, number>();
   /** Waits that came back too soon, until when they rest. */
   readonly #resting = new Map<string, number>();
+  /** The last look came back full: the next one is fair across roles, from this role on. */
+  #fairNext = false;
+  #fromRole = '';
 
   constructor(deps: SignalPickupDeps) {
     this.#deps = deps;
@@ -60,7 +67,18 @@ export class SignalPickup {
     if (limit <= 0) return { picked: 0, more: true };
     const now = this.#now();
     this.#forgetOlderThan(now - RESTING_MS, now);
-    const rows = await peekReadiedSignalWaits(this.#deps.db, limit, [...this.#inFlight, ...this.#resting.keys()]);
+    const excluding = [...this.#inFlight, ...this.#resting.keys()];
+    const fair = this.#fairNext;
+    let rows: ReadiedSignalWait[];
+    if (fair) {
+      const look = await peekReadiedSignalWaitsFairly(this.#deps.db, { limit, fromRole: this.#fromRole, excluding });
+      rows = look.rows;
+      this.#fromRole = look.nextRole ?? '';
+      this.#fairNext = false;
+    } else {
+      rows = await peekReadiedSignalWaits(this.#deps.db, limit, excluding);
+      this.#fairNext = rows.length >= limit;
+    }
     let picked = 0;
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
@@ -85,7 +103,8 @@ export class SignalPickup {
         this.#releasedAt.set(row.id, this.#now());
       });
     }
-    return { picked, more: rows.length >= limit };
+    // After a fair look the oldest may still wait: look again.
+    return { picked, more: fair || rows.length >= limit };
   }
 
   #forgetOlderThan(cutoff: number, now: number): void {
