@@ -111,10 +111,12 @@ export class ClaimLoop {
           await this.redrive();
           reachedDb = true;
         }
-        // Readied signal waits first: they take no slot, and the lane records them with their next step.
-        let picked = 0;
+        // Readied signal waits, beside the claim (on a connection of their own): they take no
+        // slot, and the lane records them with their next step. Awaited before the round ends.
+        let pickup: Promise<number> | undefined;
         if (flags.signalsPending) {
-          picked = await this.pickUpSignals();
+          pickup = this.pickUpSignals();
+          pickup.catch(() => {}); // awaited below; a failed claim must not leave it unhandled
           reachedDb = true;
         }
         const left = slots.claimable;
@@ -123,6 +125,7 @@ export class ClaimLoop {
           claimed = left > 0 ? await this.claimAndRun(left) : await this.claimToolless();
           reachedDb = true;
         }
+        const picked = pickup ? await pickup : 0;
         if (reachedDb) outage.succeeded();
         errors = 0;
         const busy = (slots.claimable > 0 && (claimed > 0 || admitted > 0)) || (picked > 0 && flags.signalsPending);
