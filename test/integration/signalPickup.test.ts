@@ -7,6 +7,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { claimReadySteps, claimReadyToollessSteps, peekReadiedSignalWaits, peekReadySteps } from '../../src/db/queries.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { killHard, spawnExecutor } from '../helpers/processes.js';
 
 const PAID = {
   start: 'paid',
@@ -131,5 +132,45 @@ describe('readied signal waits', () => {
     ]);
     expect(rows.find((r) => r.name === 'paid')!.executors.every((e) => e === 'pickup-a' || e === 'pickup-b')).toBe(true);
     await a.stop({ graceMs: 0 });
+  });
+
+  it("an executor SIGKILLed while it records a burst of readied waits loses none: the next records each once", async () => {
+    const t = await createTestSchema();
+    // Fast beats: the rescue of a `ship` it had running need not wait for the default dead-after.
+    const a = await spawnExecutor(t, { executorId: 'pickup-killed', extraArgs: ['--heartbeat-interval', '100ms', '--dead-after', '1s'] });
+    const count = 300;
+    await t.q(`INSERT INTO stepd.workflows (name, flow, input) SELECT 'paid', $1::jsonb, jsonb_build_object('order', 'k-' || n) FROM generate_series(1, $2::int) AS n`, [
+      JSON.stringify(PAID),
+      count,
+    ]);
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
+      return r!.n === count;
+    }, 'every wait to be pending', 60_000);
+    await t.q(`INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'k-' || n, jsonb_build_object('amount', n) FROM generate_series(1, $1::int) AS n`, [count]);
+    // Killed once it has recorded some: the rest are ready, on their way to its lane, or in a batch it has not committed.
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'done'`);
+      return r!.n > 0;
+    }, 'the first waits to be recorded', 60_000);
+    await killHard(t, a);
+    await startExecutor(t, { executorId: 'pickup-next', heartbeatIntervalMs: 100, deadAfterMs: 1_000 });
+    await waitFor(async () => {
+      const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status = 'completed'`);
+      return r!.n === count;
+    }, 'every workflow to complete', 60_000);
+    // Each wait recorded once (a ready row has no attempt to lose); a `ship` the killed executor
+    // had running is rescued as `lost` and run again, once.
+    const rows = await t.q<{ name: string; status: string; code: string | null; n: number; workflows: number }>(
+      `SELECT name, status, error ->> 'code' AS code, count(*)::int AS n, count(DISTINCT workflow_id)::int AS workflows
+         FROM stepd.workflow_steps GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+    );
+    expect(rows.filter((r) => r.name === 'paid')).toEqual([{ name: 'paid', status: 'done', code: null, n: count, workflows: count }]);
+    expect(rows.find((r) => r.name === 'ship' && r.status === 'done')).toMatchObject({ n: count, workflows: count });
+    expect(rows.filter((r) => !(r.status === 'done' || (r.name === 'ship' && r.status === 'failed' && r.code === 'lost')))).toEqual([]);
+    const [shipped] = await t.q<{ n: number }>(
+      `SELECT count(*)::int AS n FROM stepd.workflows WHERE output ->> 'shipped' = substr(input ->> 'order', 3)`,
+    );
+    expect(shipped!.n).toBe(count);
   });
 });
