@@ -34,7 +34,11 @@ import type { Waker } from './wakeups/waker.js';
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
 const TOOLLESS_BATCH = 32;
 
-/** With the outcome queue full, readied signal waits are looked for again this much later. */
+/**
+ * How much later the signal pickup looks again after a look that handed nothing over but said
+ * more may wait: the outcome queue had no room (the lane is behind), or a fair look found
+ * nothing to hand over (the oldest-first look is still to come).
+ */
 const SIGNALS_NO_ROOM_MS = 20;
 
 /** What may be waiting: set by wake-ups (and every poll tick), cleared by the round that looks. */
@@ -167,7 +171,8 @@ export class ClaimLoop {
     const r = await this.deps.signals.pickUp(slots.outcomeRoom);
     if (r.more) {
       flags.signalsPending = true;
-      // No room: the lane is behind; look again once it has recorded some.
+      // Nothing handed over: no room (the lane is behind: look again once it has recorded some),
+      // or a fair look that found nothing (the oldest-first look comes next).
       if (r.picked === 0) this.deps.wakeIn(SIGNALS_NO_ROOM_MS);
     }
     this.deps.reportLookout.looked(r.picked > 0);
