@@ -5,9 +5,9 @@
  * order is cancelled by a signal, which does not wake the first one's wait (another key).
  */
 import path from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createTestSchema, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { createTestSchema, startExecutor, waitFor, waitForStep, waitForWorkflow } from '../helpers/db.js';
+import { listenFor } from '../helpers/listen.js';
 import { EXAMPLES, envFor, jsonLines, runCli, spawnCli } from './helpers.js';
 
 const FLOW = path.join(EXAMPLES, 'order-payment.json');
@@ -16,15 +16,7 @@ describe('docs/signals.md: an order that waits for its payment', () => {
   it('run --follow shows the wait with its names, key and since; stepd signal pays it and the order ships', async () => {
     const t = await createTestSchema();
     // The events as the executor sends them, before any reader confirms them.
-    const listener = new pg.Client({ connectionString: t.url });
-    await listener.connect();
-    onCleanup(() => listener.end());
-    const sent: Record<string, any>[] = [];
-    listener.on('notification', (n) => {
-      const e = JSON.parse(n.payload ?? '{}') as Record<string, any>;
-      if (e.schema === t.schema) sent.push(e);
-    });
-    await listener.query('LISTEN stepd_events');
+    const sent = await listenFor(t, 'stepd_events');
     await startExecutor(t);
     const env = envFor(t);
 

@@ -3,7 +3,6 @@
  * trigger's allowed and refused writes, the wake-up NOTIFY, named constraints, and a daemon
  * that keeps serving while malformed flows stream in.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
   asExecutor,
@@ -11,12 +10,12 @@ import {
   getSteps,
   getWorkflow,
   insertWorkflow,
-  onCleanup,
   startExecutor,
   waitFor,
   waitForWorkflow,
   type TestSchema,
 } from '../helpers/db.js';
+import { listenFor } from '../helpers/listen.js';
 
 const GATE_FLOW = { start: 'g', steps: { g: { approval: true, next: 'e' }, e: { tool: 'core.echo', args: { ok: 1 }, done: true } } };
 
@@ -231,29 +230,11 @@ describe('the writes the contract allows', () => {
   });
 });
 
-/**
- * Collects the payloads NOTIFYed on stepd_wakeup for this test's schema, from a connection of its own.
- * The channel is database-wide: other test files running at the same time wake it for their schemas.
- */
-async function listenForWakeups(t: TestSchema): Promise<{ id: number }[]> {
-  const listener = new pg.Client({ connectionString: t.url });
-  await listener.connect();
-  onCleanup(() => listener.end());
-  const got: { id: number; schema: string }[] = [];
-  listener.on('notification', (m) => {
-    if (m.channel !== 'stepd_wakeup') return;
-    const payload = JSON.parse(m.payload!) as { id: number; schema: string };
-    if (payload.schema === t.schema) got.push(payload);
-  });
-  await listener.query('LISTEN stepd_wakeup');
-  return got;
-}
-
 describe('wake-ups on stepd_wakeup', () => {
   it('arrive for an inserted workflow and a readied step, with {schema, table, id, status}', async () => {
     const t = await createTestSchema();
     const f = await runningWorkflow(t);
-    const got = await listenForWakeups(t);
+    const got = await listenFor<{ schema: string; id: number }>(t, 'stepd_wakeup');
 
     const wf = await insertWorkflow(t, GATE_FLOW);
     await t.q(`UPDATE stepd.workflow_steps SET status = 'ready' WHERE id = $1`, [f.pending]);
@@ -266,7 +247,7 @@ describe('wake-ups on stepd_wakeup', () => {
 
   it('come once per INSERT statement, naming its first new workflow, however many rows it inserts', async () => {
     const t = await createTestSchema();
-    const got = await listenForWakeups(t);
+    const got = await listenFor<{ schema: string; id: number }>(t, 'stepd_wakeup');
     const rows = await t.q<{ id: string }>(
       `INSERT INTO stepd.workflows (name, flow) SELECT 'burst', $1::jsonb FROM generate_series(1, 50) RETURNING id`,
       [JSON.stringify(GATE_FLOW)],
@@ -282,7 +263,7 @@ describe('wake-ups on stepd_wakeup', () => {
 
   it("stay quiet for the executor's own writes", async () => {
     const t = await createTestSchema();
-    const got = await listenForWakeups(t);
+    const got = await listenFor<{ schema: string; id: number }>(t, 'stepd_wakeup');
     await asExecutor(t, `INSERT INTO stepd.workflows (name, flow) VALUES ('own', '{}')`);
     const marker = await insertWorkflow(t, GATE_FLOW);
     // Notifications arrive in commit order: once the later external one is here, the earlier would be too.
