@@ -34,6 +34,7 @@ import { abortStepsNoLongerOurs, recoverOrphans } from './supervision/recovery.j
 import { drainAndClose } from './supervision/shutdown.js';
 import { RunningTasks } from './claims/runningTasks.js';
 import { StepTasks } from './steps/stepTasks.js';
+import { reportRecordedSignalWait } from './steps/stepReports.js';
 import { runWithCreateClaims, Slots, type CreateClaims } from './claims/slots.js';
 import { AdmissionLane } from './admission/admissionLane.js';
 import { createClaimsOf, runStepDepsOf, txDepsOf, type ExecutorCore, type ExecutorDeps } from './executorDeps.js';
@@ -205,7 +206,12 @@ export class Executor {
       onPresumedDead: () => void abortStepsNoLongerOurs(this.pool, this.opts.executorId, this.running).catch(() => {}),
     });
     const { flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout } = this;
-    const signals = new SignalPickup({ db: this.pool, record: (input, recorded) => outcomes.add(input, recorded) });
+    const signals = new SignalPickup({
+      db: this.pool,
+      record: (input, settled) => outcomes.add(input, settled),
+      // Counted, traced and logged as a toolless step that ran (stepReports.ts).
+      onRecorded: (wait, outcome) => reportRecordedSignalWait({ log: deps.log, metrics: this.metrics, tracing: this.tracing }, wait, outcome),
+    });
     this.claimLoop = new ClaimLoop({
       core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout, signals,
       stopping: () => this.stopping,

@@ -5,46 +5,35 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PICKUP_BATCH, RESTING_MS, SignalPickup } from '../../src/executor/claims/signalPickup.js';
-import type { FinishInput } from '../../src/executor/core/txTypes.js';
-import { asExecutor, createTestSchema, insertWorkflow, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+import type { FinishInput, Outcome } from '../../src/executor/core/txTypes.js';
+import type { ReadiedSignalWait } from '../../src/db/queries.js';
+import { asExecutor, createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, type TestSchema } from '../helpers/db.js';
+import { outcomeLaneOn, txDepsOn } from '../helpers/outcomeLane.js';
+import { PAID, readiedWaits } from '../helpers/readiedWaits.js';
 
-const PAID = {
-  start: 'paid',
-  steps: {
-    paid: { signal: { name: 'payment', key: '{{input.order}}' }, next: 'ship' },
-    ship: { tool: 'core.echo', args: {}, done: true },
-  },
-};
-
-/** `count` workflows whose waits are readied, with no executor running. */
-async function readiedWaits(t: TestSchema, count: number): Promise<void> {
-  const executor = await startExecutor(t);
-  for (let i = 0; i < count; i++) await insertWorkflow(t, PAID, { order: `o-${i}` });
-  await waitFor(async () => {
-    const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
-    return r!.n === count;
-  }, 'the waits to be pending');
-  await executor.stop({ graceMs: 0 });
-  await t.q(`INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'o-' || n, '{}' FROM generate_series(0, $1::int - 1) AS n`, [count]);
-}
-
-/** A pickup whose lane only remembers what it was given; `release(id)` lets go of one unrecorded. */
+/**
+ * A pickup whose lane only remembers what it was given; `release(id)` lets go of one unrecorded,
+ * `release(id, true)` settles it as recorded. `reported`: the waits told to onRecorded.
+ */
 async function pickupOn(t: TestSchema) {
   const db = await t.db.connect();
   onCleanup(async () => db.release());
   await db.query(`SET search_path TO ${t.schema.replace(/[^a-z0-9_]/g, '')}`);
   let now = 1_000_000;
   const given: FinishInput[] = [];
-  const releases = new Map<string, () => void>();
+  const releases = new Map<string, (recorded: boolean) => void>();
+  const reported: { wait: ReadiedSignalWait; outcome: Outcome }[] = [];
   const pickup = new SignalPickup({
     db,
-    record: (input, recorded) => {
+    record: (input, settled) => {
       given.push(input);
-      releases.set(input.stepId, recorded);
+      releases.set(input.stepId, settled);
     },
+    onRecorded: (wait, outcome) => reported.push({ wait, outcome }),
     now: () => now,
   });
-  return { pickup, given, release: (id: string) => releases.get(id)!(), advance: (ms: number) => (now += ms) };
+  const release = (id: string, recorded = false) => releases.get(id)!(recorded);
+  return { pickup, given, reported, release, advance: (ms: number) => (now += ms) };
 }
 
 describe('SignalPickup', () => {
@@ -76,6 +65,43 @@ describe('SignalPickup', () => {
     p.advance(RESTING_MS);
     expect((await p.pickup.pickUp(10)).picked).toBe(1);
     expect(p.given.map((g) => g.stepId)).toEqual([id, id]);
+    // Let go of unrecorded: nothing to report (no metrics, span or log line for it).
+    expect(p.reported).toEqual([]);
+  });
+
+  it('tells onRecorded of each wait the lane recorded, with its name, attempt and outcome, and of no other', async () => {
+    const t = await createTestSchema();
+    await readiedWaits(t, 2);
+    const p = await pickupOn(t);
+    expect((await p.pickup.pickUp(10)).picked).toBe(2);
+    const [first, second] = p.given;
+    // The lane recorded the first; the second was recorded by another executor first (or given up on).
+    p.release(first!.stepId, true);
+    p.release(second!.stepId, false);
+    expect(p.reported).toEqual([{ wait: expect.objectContaining({ id: first!.stepId, workflow_id: first!.workflowId, name: 'paid', attempt: 1 }), outcome: first!.outcome }]);
+    expect(p.pickup.inFlight).toBe(0);
+  });
+
+  it('over real outcome lanes: reports a wait its own lane recorded, not one another executor recorded first', async () => {
+    const t = await createTestSchema();
+    await readiedWaits(t, 1);
+    const [txA, txB] = ['lane-a', 'lane-b'].map((executorId) => txDepsOn({ url: t.url, schema: t.schema, executorId }));
+    const [laneA, laneB] = [outcomeLaneOn(txA!), outcomeLaneOn(txB!)];
+    const reported: Record<string, string[]> = { a: [], b: [] };
+    // B saw the wait first, but its lane records it only after A's did: B's guard finds it done.
+    const heldByB: (() => void)[] = [];
+    const b = new SignalPickup({ db: txB!.pool, record: (input, settled) => heldByB.push(() => laneB.add(input, settled)), onRecorded: (w) => reported.b!.push(w.id) });
+    const a = new SignalPickup({ db: txA!.pool, record: (input, settled) => laneA.add(input, settled), onRecorded: (w) => reported.a!.push(w.id) });
+    expect((await b.pickUp(10)).picked).toBe(1);
+    expect((await a.pickUp(10)).picked).toBe(1);
+    await laneA.idle();
+    for (const add of heldByB) add();
+    await laneB.idle();
+    const [wf] = await t.q<{ id: string }>(`SELECT id FROM stepd.workflows`);
+    const [paid] = await getSteps(t, wf!.id);
+    expect(paid).toMatchObject({ name: 'paid', status: 'done', executor_id: 'lane-a' });
+    expect(reported).toEqual({ a: [paid!.id], b: [] });
+    expect([a.inFlight, b.inFlight]).toEqual([0, 0]);
   });
 
   it('takes no more than the room it is given, nor more than PICKUP_BATCH, and says when more may wait', async () => {

@@ -3,11 +3,14 @@
  * the transaction that starts its next step (src/executor/claims/signalPickup.ts), fenced by the
  * row's status so that executors racing for one record it once.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { claimReadySteps, claimReadyToollessSteps, peekReadiedSignalWaits, peekReadySteps } from '../../src/db/queries.js';
+import { createLogger } from '../../src/logger.js';
+import { PromMetrics } from '../../src/telemetry/promMetrics.js';
 import { createTestSchema, getSteps, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
+import { listenFor } from '../helpers/listen.js';
 import { killHard, spawnExecutor } from '../helpers/processes.js';
+import { parsePromText } from '../telemetry/promText.js';
 
 const PAID = {
   start: 'paid',
@@ -20,20 +23,6 @@ const PAID = {
 const send = (t: TestSchema, key: string, amount: number) =>
   t.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment', $1, $2)`, [key, JSON.stringify({ amount })]);
 
-/** The events of this schema on stepd_events, from a connection of its own. */
-async function listenForEvents(t: TestSchema): Promise<Record<string, unknown>[]> {
-  const listener = new pg.Client({ connectionString: t.url });
-  await listener.connect();
-  onCleanup(() => listener.end());
-  const got: Record<string, unknown>[] = [];
-  listener.on('notification', (m) => {
-    const e = JSON.parse(m.payload ?? '{}') as Record<string, unknown>;
-    if (m.channel === 'stepd_events' && e.schema === t.schema) got.push(e);
-  });
-  await listener.query('LISTEN stepd_events');
-  return got;
-}
-
 interface StepTimes {
   name: string;
   status: string;
@@ -43,13 +32,21 @@ interface StepTimes {
   completed_at: Date | null;
 }
 
+/** Prometheus metrics of one executor (no database gauges), and how many toolless step attempts it counts as done. */
+function stepMetrics(): { metrics: PromMetrics; toollessDone: () => Promise<number>; inFlight: () => Promise<number> } {
+  const metrics = new PromMetrics({ processMetrics: false });
+  onCleanup(() => metrics.close());
+  const value = async (name: string) => parsePromText(await metrics.render()).get(name) ?? 0;
+  return { metrics, toollessDone: () => value('stepd_steps_finished_total{tool="none",outcome="done"}'), inFlight: () => value('stepd_steps_in_flight') };
+}
+
 const stepTimes = (t: TestSchema, workflowId: string) =>
   t.q<StepTimes>(`SELECT name, status, executor_id, created_at, started_at, completed_at FROM stepd.workflow_steps WHERE workflow_id = $1 ORDER BY id`, [workflowId]);
 
 describe('readied signal waits', () => {
   it('are recorded with their next step in one transaction, announced as started then done', async () => {
     const t = await createTestSchema();
-    const events = await listenForEvents(t);
+    const events = await listenFor(t, 'stepd_events');
     const executor = await startExecutor(t, { executorId: 'pickup-a' });
     const id = await insertWorkflow(t, PAID, { order: 'o-1' });
     const wait = await waitForStep(t, id, 'paid', 'pending');
@@ -70,6 +67,26 @@ describe('readied signal waits', () => {
     const started = events.find((e) => e.stepId === wait.id && e.type === 'step.started')!;
     expect(started).toMatchObject({ workflowId: id, step: 'paid', attempt: 1 });
     await executor.stop({ graceMs: 0 });
+  });
+
+  it('once recorded, are counted and logged as a toolless step that ran: started, ended done, a `step done` line', async () => {
+    const t = await createTestSchema();
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(JSON.parse(line)) } as never });
+    const m = stepMetrics();
+    const executor = await startExecutor(t, { log, metrics: m.metrics });
+    // A flow whose only step is the wait: nothing else it runs is counted or logged as a step.
+    const id = await insertWorkflow(t, { start: 'paid', steps: { paid: { signal: { name: 'payment', key: '{{input.order}}' }, done: true } } }, { order: 'o-m' });
+    const wait = await waitForStep(t, id, 'paid', 'pending');
+    expect(await m.toollessDone()).toBe(0);
+    await send(t, 'o-m', 5);
+    expect((await waitForWorkflow(t, id)).status).toBe('completed');
+    await waitFor(async () => (await m.toollessDone()) === 1, 'the recorded wait to be counted as a done toolless step');
+    expect(await m.inFlight()).toBe(0);
+    const done = lines.filter((l) => l.msg === 'step done');
+    expect(done).toEqual([expect.objectContaining({ workflowId: id, stepId: wait.id, step: 'paid', attempt: 1, ms: 0 })]);
+    await executor.stop({ graceMs: 0 });
+    expect(await m.toollessDone()).toBe(1);
   });
 
   it('are taken by no claim statement, while ready gates and tool steps still are', async () => {
@@ -106,7 +123,8 @@ describe('readied signal waits', () => {
 
   it('two executors racing for one burst of readied waits record each once and advance each workflow once', async () => {
     const t = await createTestSchema();
-    const a = await startExecutor(t, { executorId: 'pickup-a' });
+    const [ma, mb] = [stepMetrics(), stepMetrics()];
+    const a = await startExecutor(t, { executorId: 'pickup-a', metrics: ma.metrics });
     const count = 60;
     const ids: string[] = [];
     for (let i = 0; i < count; i++) ids.push(await insertWorkflow(t, PAID, { order: `o-${i}` }));
@@ -114,7 +132,7 @@ describe('readied signal waits', () => {
       const [r] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' AND status = 'pending'`);
       return r!.n === count;
     }, 'every wait to be pending');
-    await startExecutor(t, { executorId: 'pickup-b' });
+    await startExecutor(t, { executorId: 'pickup-b', metrics: mb.metrics });
     // One statement readies every wait at once: both executors hear it and look.
     await t.q(
       `INSERT INTO stepd.signals (name, key, payload) SELECT 'payment', 'o-' || n, jsonb_build_object('amount', n) FROM generate_series(0, $1::int - 1) AS n`,
@@ -131,6 +149,13 @@ describe('readied signal waits', () => {
       ['ship', count],
     ]);
     expect(rows.find((r) => r.name === 'paid')!.executors.every((e) => e === 'pickup-a' || e === 'pickup-b')).toBe(true);
+    // Each wait counted once, by the executor that recorded it: never by one that lost the race too.
+    const recordedBy = await t.q<{ executor_id: string; n: number }>(
+      `SELECT executor_id, count(*)::int AS n FROM stepd.workflow_steps WHERE name = 'paid' GROUP BY 1`,
+    );
+    const by = (e: string) => recordedBy.find((r) => r.executor_id === e)?.n ?? 0;
+    await waitFor(async () => (await ma.toollessDone()) + (await mb.toollessDone()) === count, 'every recorded wait to be counted');
+    expect([await ma.toollessDone(), await mb.toollessDone()]).toEqual([by('pickup-a'), by('pickup-b')]);
     await a.stop({ graceMs: 0 });
   });
 

@@ -138,6 +138,25 @@ describe('traces', () => {
     expect(workflow!.status.code).toBe(2);
   });
 
+  it('a readied signal wait gets a step span once the outcome lane records it (started and ended then), in its workflow\'s trace', async () => {
+    const t = await createTestSchema();
+    const exporter = await tracedExecutor(t, []);
+    const flow = { start: 'paid', steps: { paid: { signal: { name: 'payment', key: 'o-1' }, next: 'ship' }, ship: { tool: 'core.echo', args: {}, done: true } } };
+    const id = await insertWorkflow(t, flow, {}, { name: 'order' });
+    await waitFor(async () => (await getSteps(t, id)).some((s) => s.name === 'paid' && s.status === 'pending'), 'the wait');
+    await t.q(`INSERT INTO stepd.signals (name, key, payload) VALUES ('payment', 'o-1', '{}')`);
+    await waitForWorkflow(t, id, ['completed']);
+    const [paid] = await getSteps(t, id);
+    const span = await waitFor(() => named(exporter.getFinishedSpans(), 'step paid')[0], 'the wait\'s step span');
+    const ids = workflowTraceIds(DATABASE, t.schema, id);
+    expect(span.spanContext().traceId).toBe(ids.traceId);
+    expect(parentOf(span)).toBe(ids.spanId);
+    expect(span.attributes).toMatchObject({ 'stepd.workflow.id': id, 'stepd.step.id': paid!.id, 'stepd.step.name': 'paid', 'stepd.step.attempt': 1, 'stepd.outcome': 'done' });
+    expect(span.attributes['stepd.tool']).toBeUndefined();
+    expect(span.status.code).toBe(1);
+    expect(named(exporter.getFinishedSpans(), 'step paid')).toHaveLength(1);
+  });
+
   it('a workflow cancelled by a client gets its workflow span, with the step span its cancelled tool call left', async () => {
     const t = await createTestSchema();
     const exporter = await tracedExecutor(t, []);

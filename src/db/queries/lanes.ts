@@ -204,7 +204,7 @@ export async function peekReadiedSignalWaitsFairly(
   const { rows } = await db.query<ReadiedSignalWait & { next_role: string | null }>({
     name: 'stepd_peek_readied_signal_waits_fairly',
     text: `WITH RECURSIVE ${roleFairCut({ limit: '$1', fromRole: '$2', signalWaits: true })}
-           SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.result, w.created_by, w.created_role,
+           SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.result, w.created_by, w.created_role,
                   (SELECT r FROM roles WHERE n = $1 + 1) AS next_role
              FROM cut JOIN workflow_steps s ON s.id = cut.id JOIN workflows w ON w.id = s.workflow_id
             WHERE s.id <> ALL ($3::bigint[])

@@ -107,6 +107,9 @@ export async function getReceivedSignal(db: Queryable, stepId: string): Promise<
 export interface ReadiedSignalWait {
   id: string;
   workflow_id: string;
+  /** The step's name and attempt (its log line and trace span once recorded). */
+  name: string;
+  attempt: number;
   /** The matched signal (the row's result). */
   result: unknown;
   created_by: string | null;
@@ -122,7 +125,7 @@ export interface ReadiedSignalWait {
 export async function peekReadiedSignalWaits(db: Queryable, limit: number, excluding: string[]): Promise<ReadiedSignalWait[]> {
   const { rows } = await db.query<ReadiedSignalWait>({
     name: 'stepd_peek_readied_signal_waits',
-    text: `SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.result, w.created_by, w.created_role
+    text: `SELECT s.id::text AS id, s.workflow_id::text AS workflow_id, s.name, s.attempt, s.result, w.created_by, w.created_role
              FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
             WHERE s.status = 'ready' AND s.tool IS NULL AND s.args -> 'signal' IS NOT NULL AND s.ready_at <= now()
               AND w.status = 'running' AND s.id <> ALL ($2::bigint[])

@@ -10,18 +10,23 @@
  * again until the lane lets go of it; one that comes back within RESTING_MS of that (its outcome
  * would not record: a guard refused it, say) rests that long, so it never spins.
  *
+ * Each wait the lane recorded is told to `onRecorded` (its metrics, span and log line:
+ * steps/stepReports.ts); one it let go of, or that another executor recorded first, is not.
+ *
  * Oldest first; after a look that came back full (a backlog), the next is fair across roles
  * (peekReadiedSignalWaitsFairly, round-robin from where the last fair look stopped), so one
  * role's flood of signals never holds another role's wake-up behind all of it.
  */
 import { peekReadiedSignalWaits, peekReadiedSignalWaitsFairly, type Queryable, type ReadiedSignalWait } from '../../db/queries.js';
-import type { FinishInput } from '../core/txTypes.js';
+import type { FinishInput, Outcome } from '../core/txTypes.js';
 import { signalOutcome } from '../transitions/signalWaits.js';
 
 export interface SignalPickupDeps {
   db: Queryable;
-  /** Queues an outcome; `recorded` once it is recorded or given up on (OutcomeQueue.add). */
-  record: (input: FinishInput, recorded: () => void) => void;
+  /** Queues an outcome; `settled` once it is recorded or given up on, with whether this executor recorded it (OutcomeQueue.add). */
+  record: (input: FinishInput, settled: (recorded: boolean) => void) => void;
+  /** Told of each wait the lane recorded (not of one let go of, nor of one recorded elsewhere first). */
+  onRecorded?: (wait: ReadiedSignalWait, outcome: Outcome) => void;
   now?: () => number;
 }
 
@@ -97,10 +102,11 @@ export class SignalPickup {
         lane: row.created_role ?? '',
         user: row.created_by,
       };
-      this.#deps.record(input, () => {
+      this.#deps.record(input, (recorded) => {
         this.#inFlight.delete(row.id);
         this.#releasedAt.delete(row.id); // kept in release order (#forgetOlderThan)
         this.#releasedAt.set(row.id, this.#now());
+        if (recorded) this.#deps.onRecorded?.(row, input.outcome);
       });
     }
     // After a fair look the oldest may still wait: look again.

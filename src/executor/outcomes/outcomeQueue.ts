@@ -14,7 +14,9 @@
  * never counts as a failure: the outcome waits in the alone lane for as long as it is held, and
  * keeps its step's lease meanwhile (stepIds(): the watchdog leaves steps whose outcome waits
  * here). Other failures are retried a few times; after that the step's lease runs out and the
- * watchdog retries it.
+ * watchdog retries it. A readied signal wait (guard `signalled`) has no lease: one not recorded
+ * stays ready, and the next signal pickup, here or on another executor, records it (notRecorded.ts
+ * says which in its log line).
  */
 import type { Logger } from '../../logger.js';
 import type { ExecutorMetrics } from '../../telemetry/executorMetrics.js';
@@ -22,6 +24,7 @@ import { isLockNotAvailable } from '../../errors.js';
 import { backoffMs } from '../core/dbOutage.js';
 import { BatchPace } from '../core/batchPace.js';
 import { OutcomeLanes } from './outcomeLanes.js';
+import { logNotRecorded } from './notRecorded.js';
 import type { FinishInput, TxResult } from './transactions.js';
 
 export interface OutcomeQueueOptions {
@@ -47,7 +50,7 @@ export interface OutcomeQueueOptions {
   parallel?: number;
 }
 
-const NOTHING = (): void => {};
+const NOTHING = (_recorded: boolean): void => {};
 
 /** What one recording transaction should take, roughly (BatchPace). */
 const OUTCOME_BATCH_TARGET_MS = 100;
@@ -57,7 +60,8 @@ const HELD_RETRY_MS = 250;
 
 interface Entry {
   input: FinishInput;
-  resolve: () => void;
+  /** Told once: whether this executor recorded the outcome (false: given up on, or no longer ours). */
+  resolve: (recorded: boolean) => void;
 }
 
 /** One drain in progress: the batch it is recording (empty between batches). */
@@ -107,18 +111,22 @@ export class OutcomeQueue {
     return ids;
   }
 
-  /** Resolves once the outcome is recorded (or given up on). Never rejects. */
-  push(input: FinishInput): Promise<void> {
+  /**
+   * Resolves once the outcome is recorded (or given up on), to whether this executor recorded it:
+   * false for one given up on, or one its guard refused (recorded elsewhere first, no longer
+   * ours). Never rejects.
+   */
+  push(input: FinishInput): Promise<boolean> {
     return new Promise((resolve) => this.add(input, resolve));
   }
 
-  /** Queues an outcome; `recorded` is called once it is recorded (or given up on). */
-  add(input: FinishInput, recorded: () => void = NOTHING): void {
+  /** Queues an outcome; `settled` is told once, when it is recorded or given up on, whether this executor recorded it (see push). */
+  add(input: FinishInput, settled: (recorded: boolean) => void = NOTHING): void {
     if (this.abandoned) {
-      this.opts.log.warn({ stepId: input.stepId }, 'outcome not recorded: the executor is stopping; the watchdog will retry the step');
-      return recorded();
+      logNotRecorded(this.opts.log, 'stopping', [input]);
+      return settled(false);
     }
-    this.pending.push({ input, resolve: recorded });
+    this.pending.push({ input, resolve: settled });
     // Another drain only while every one running is recording already (one that is about to take
     // a batch takes this outcome too).
     if (this.drains.size < this.parallel && this.everyDrainRecording()) {
@@ -160,7 +168,7 @@ export class OutcomeQueue {
     }
   }
 
-  /** Stops retrying (shutdown with the database away): what is left is the watchdog's to retry. */
+  /** Stops retrying (shutdown with the database away): what is left is the watchdog's to retry (a signal wait's, the next pickup's). */
   abandon(): void {
     this.side?.abandon();
     this.abandoned = true;
@@ -177,6 +185,7 @@ export class OutcomeQueue {
       // Nothing left that no other drain's batch has a workflow of: those drains take the rest.
       if (drain.batch.length === 0) return;
       let deferred = new Map<string, FinishInput>();
+      let recorded: ReadonlySet<string> = new Set<string>();
       let failures = 0;
       let lostConnections = 0;
       let heldElsewhere = false;
@@ -197,6 +206,7 @@ export class OutcomeQueue {
           this.opts.onRecorded?.();
           this.opts.onResult(result);
           deferred = new Map((result.deferred ?? []).map((d) => [d.stepId, d]));
+          recorded = result.recorded;
           break;
         } catch (err) {
           this.recordings.delete(settled);
@@ -216,7 +226,7 @@ export class OutcomeQueue {
             continue;
           }
           if (++failures >= maxAttempts) {
-            this.opts.log.error({ err, stepIds: ids }, 'could not record step outcomes; the watchdog will retry the steps');
+            logNotRecorded(this.opts.log, 'failed', drain.batch.map((b) => b.input), err);
             break;
           }
           this.opts.log.warn({ err, stepIds: ids, attempt: failures }, 'recording step outcomes failed; retrying');
@@ -232,10 +242,9 @@ export class OutcomeQueue {
         continue;
       }
       if (this.abandoned && drain.batch.length + this.pending.length > 0) {
-        this.opts.log.warn(
-          { stepIds: [...drain.batch, ...this.pending].map((b) => b.input.stepId) },
-          'outcomes not recorded before stopping; the watchdog will retry their steps',
-        );
+        // Not the batch's recorded outcomes (abandoned while it committed), nor its deferred ones (the alone lane says).
+        const left = [...drain.batch.filter((b) => !recorded.has(b.input.stepId) && !deferred.has(b.input.stepId)), ...this.pending];
+        if (left.length > 0) logNotRecorded(this.opts.log, 'stopping', left.map((b) => b.input));
         drain.batch.push(...this.pending.splice(0));
       }
       const done = drain.batch;
@@ -243,7 +252,7 @@ export class OutcomeQueue {
       for (const b of done) {
         const later = deferred.get(b.input.stepId);
         if (later && this.side) void this.side.push(later).then(b.resolve);
-        else b.resolve();
+        else b.resolve(recorded.has(b.input.stepId));
       }
     }
   }

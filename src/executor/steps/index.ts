@@ -4,6 +4,7 @@
  * its outcome goes to the outcome queue. Imports core/, claims/, outcomes/ and transitions/.
  *
  * - stepTasks.ts — each claimed step as its own task, with its metrics and trace span.
+ * - stepReports.ts — a step's end log line; a recorded signal wait's metrics, span and log line.
  * - runStep.ts — one tool call (templates, permissions, timeout); every failure an outcome.
  * - workerTaskStep.ts — the hand-off of a step to the workers (src/workers/).
  * - workerHandOffs.ts — a claim's worker steps handed over in one statement.

@@ -15,6 +15,7 @@ import type { ToolRegistry } from '../../tools/registry.js';
 import type { WorkflowCache } from '../core/workflowCache.js';
 import type { Outcome } from '../transitions/advance.js';
 import { refuseReadyingIfNotAllowed } from './gateReadying.js';
+import { logStepEnded } from './stepReports.js';
 import type { OutcomeQueue } from '../outcomes/outcomeQueue.js';
 import { runClaimedStep, type RunStepDeps } from './runStep.js';
 import type { RunningTask, RunningTasks } from '../claims/runningTasks.js';
@@ -91,10 +92,7 @@ export class StepTasks {
     const outcome = await runClaimedStep(runDeps, row, step, cache.compiler.caps, task.controller.signal);
     // No outcome: a sub-workflow step started its child and waits for it (pending, no task).
     if (task.released || outcome === undefined) return undefined;
-    const ms = Date.now() - started;
-    const spent = outcome.usage ? { usage: outcome.usage } : {};
-    if (outcome.status === 'done') log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, ...spent }, 'step done');
-    else log.info({ workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms, error: outcome.error, ...spent }, 'step failed');
+    logStepEnded(log, { workflowId: row.workflow_id, stepId: row.id, step: row.name, attempt: row.attempt, ms: Date.now() - started }, outcome);
     // The slot is free once the tool is done: recording the outcome (batched with others) overlaps
     // with claiming and running the next steps. stop() waits for the queue to drain.
     this.deps.outcomes.add({ stepId: row.id, workflowId: row.workflow_id, guard: 'running', outcome, lane: wf?.role ?? '', user: row.created_by });
