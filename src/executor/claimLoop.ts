@@ -17,7 +17,6 @@ import { claimSteps, newFairClaimState, type ClaimDeps } from './claims/claimSte
 import type { RunningTasks } from './claims/runningTasks.js';
 import type { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
 import type { ReportLookout } from './claims/reportLookout.js';
-import type { SignalPickup } from './claims/signalPickup.js';
 import type { Slots } from './claims/slots.js';
 import { backoffMs, type DatabaseOutage } from './core/dbOutage.js';
 import type { ClaimOnCreate, CreatedClaim } from './core/txWriter.js';
@@ -34,21 +33,12 @@ import type { Waker } from './wakeups/waker.js';
 /** Readied gates and due timers claimed at once while every tool slot is busy. */
 const TOOLLESS_BATCH = 32;
 
-/**
- * How much later the signal pickup looks again after a look that handed nothing over but said
- * more may wait: the outcome queue had no room (the lane is behind), or a fair look found
- * nothing to hand over (the oldest-first look is still to come).
- */
-const SIGNALS_NO_ROOM_MS = 20;
-
 /** What may be waiting: set by wake-ups (and every poll tick), cleared by the round that looks. */
 export interface LoopFlags {
   /** Ready steps the last claim did not take (any wake-up, full claim, alarm, poll). */
   moreReady: boolean;
   /** Readied gates or due timers: claimed even when every tool slot is busy. */
   toollessPending: boolean;
-  /** Readied signal waits: handed to the outcome lane (signalPickup.ts), slots or not. */
-  signalsPending: boolean;
   /** Redrive requests: set by their NOTIFY and every poll tick and sweep (redrive.ts). */
   redrivePending: boolean;
   /** The database came back: check which running steps are really ours. */
@@ -68,9 +58,8 @@ export interface ClaimLoopDeps {
   outage: DatabaseOutage;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   recheck: SkippedReadyRecheck;
-  /** Looks again soon after claiming reported worker steps or picking up signal waits (both skip NOTIFYs while one waits). */
+  /** Looks again soon after claiming reported worker steps (they skip NOTIFYs while one waits). */
   reportLookout: ReportLookout;
-  signals: SignalPickup;
   stopping: () => boolean;
   /** Runs a transaction that may claim the steps it creates (executor.ts, runWithCreateClaims). */
   withCreateClaims: <T extends { claimed: CreatedClaim[] }>(fn: (claim: ClaimOnCreate | undefined) => Promise<T>, maxSlots?: number) => Promise<T>;
@@ -115,27 +104,18 @@ export class ClaimLoop {
           await this.redrive();
           reachedDb = true;
         }
-        // Readied signal waits, beside the claim (on a connection of their own): they take no
-        // slot, and the lane records them with their next step. Awaited before the round ends.
-        let pickup: Promise<number> | undefined;
-        if (flags.signalsPending) {
-          pickup = this.pickUpSignals();
-          pickup.catch(() => {}); // awaited below; a failed claim must not leave it unhandled
-          reachedDb = true;
-        }
         const left = slots.claimable;
         // Only when ready steps may wait: an empty claim would hold the next admission back.
         if (left > 0 ? flags.moreReady : flags.toollessPending) {
           claimed = left > 0 ? await this.claimAndRun(left) : await this.claimToolless();
           reachedDb = true;
         }
-        const picked = pickup ? await pickup : 0;
         if (reachedDb) outage.succeeded();
         errors = 0;
-        const busy = (slots.claimable > 0 && (claimed > 0 || admitted > 0)) || (picked > 0 && flags.signalsPending);
+        const busy = slots.claimable > 0 && (claimed > 0 || admitted > 0);
         if (!busy && !waker.isWoken && !stopping()) {
           // Nothing woke us within the poll interval: look for missed work, new workflows included.
-          if (!(await waker.wait(this.deps.core.opts.pollIntervalMs))) admission.pending = flags.toollessPending = flags.signalsPending = flags.redrivePending = flags.moreReady = true;
+          if (!(await waker.wait(this.deps.core.opts.pollIntervalMs))) admission.pending = flags.toollessPending = flags.redrivePending = flags.moreReady = true;
           // Steps finishing together free their slots in the same tick: claim for all of them at once.
           await new Promise((r) => setImmediate(r));
         }
@@ -162,21 +142,6 @@ export class ClaimLoop {
     const r = await this.deps.withCreateClaims((claim) => redriveRequested(this.deps.tx, core.opts.admitBatch, claim, this.heldRedrives), this.deps.slots.free);
     if (r.handled >= core.opts.admitBatch) flags.redrivePending = true;
     this.deps.handleTx(r);
-  }
-
-  /** Hands readied signal waits to the outcome lane, as much as it has room for. */
-  private async pickUpSignals(): Promise<number> {
-    const { flags, slots } = this.deps;
-    flags.signalsPending = false;
-    const r = await this.deps.signals.pickUp(slots.outcomeRoom);
-    if (r.more) {
-      flags.signalsPending = true;
-      // Nothing handed over: no room (the lane is behind: look again once it has recorded some),
-      // or a fair look that found nothing (the oldest-first look comes next).
-      if (r.picked === 0) this.deps.wakeIn(SIGNALS_NO_ROOM_MS);
-    }
-    this.deps.reportLookout.looked(r.picked > 0);
-    return r.picked;
   }
 
   /** With every tool slot busy: claims readied gates, due timers and reported worker steps, which take no slot. */

@@ -45,6 +45,7 @@ import { readyDeferredSignalMatches } from './supervision/deferredSignals.js';
 import { SkippedReadyRecheck } from './claims/skippedReadyRecheck.js';
 import { ReportLookout } from './claims/reportLookout.js';
 import { SignalPickup } from './claims/signalPickup.js';
+import { SignalLane } from './claims/signalLane.js';
 import { logRetriedFailure } from './loopErrors.js';
 import { rescueOwnStepsPastLease, runWatchdogOnce } from './supervision/watchdog.js';
 import { WorkflowCache } from './core/workflowCache.js';
@@ -76,15 +77,17 @@ export class Executor {
   private readonly metrics: ExecutorMetrics;
   private readonly tracing: StepTracing;
   /** What may be waiting (claimLoop.ts): set by wake-ups, cleared by the round that looks. */
-  private readonly flags: LoopFlags = { moreReady: true, toollessPending: true, signalsPending: true, redrivePending: true, reconcilePending: false };
+  private readonly flags: LoopFlags = { moreReady: true, toollessPending: true, redrivePending: true, reconcilePending: false };
   /** The loop's rounds: admission started, redrives, claims (claimLoop.ts). */
   private readonly claimLoop: ClaimLoop;
+  /** Readied signal waits to the outcome lane, beside the claim loop (signalLane.ts). */
+  private readonly signalLane: SignalLane;
   private readonly slots: Slots;
   private readonly waker: Waker;
   /** Readied steps a claim may have skipped (locked by a client at that moment): looked for again soon. */
   private readonly recheck: SkippedReadyRecheck;
   /** Looks again soon after claiming reported worker steps or readied signal waits (they skip NOTIFYs while one waits). */
-  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = this.flags.signalsPending = true), this.wake()) });
+  private readonly reportLookout = new ReportLookout({ look: () => ((this.flags.toollessPending = true), this.wake()) });
   /** Signals that deferred a match past a held wait row: their matches are tried again soon (sql/0043). */
   private readonly deferredSignals = new DeferredSignalRetry({
     retry: () => readyDeferredSignalMatches({ pool: this.pool, schema: this.opts.schema, log: this.deps.log }, this.opts.admitBatch),
@@ -105,6 +108,7 @@ export class Executor {
   /** Fair admission's round-robin cursor over roles (admission.ts). */
   private readonly admissionTurns = { afterRole: '' };
   private loopDone: Promise<void> | undefined;
+  private signalLaneDone: Promise<void> | undefined;
   private watchdogTimer: NodeJS.Timeout | undefined;
   private watchdogRun: Promise<void> | undefined;
 
@@ -116,7 +120,7 @@ export class Executor {
     this.metrics = deps.metrics ?? NO_METRICS;
     this.tracing = deps.tracing ?? NO_TRACING;
     this.recheck = new SkippedReadyRecheck(opts.pollIntervalMs);
-    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.flags.toollessPending = this.flags.signalsPending = this.flags.moreReady = true) });
+    this.waker = new Waker({ pollIntervalMs: opts.pollIntervalMs, onTimer: () => (this.flags.toollessPending = this.flags.moreReady = true) });
     this.outage = new DatabaseOutage({
       log: deps.log,
       onRecovered: () => {
@@ -146,6 +150,7 @@ export class Executor {
       onRecorded: () => this.outage.succeeded(),
       log: deps.log,
       metrics: this.metrics,
+      parallel: Number(process.env.X_PAR ?? 2),
     });
     // Instant steps take no slot, so one admission batch of them may queue admitBatch outcomes.
     // Claims prefetch up to the concurrency (at most 64) beyond the free slots, so a slot that
@@ -212,8 +217,9 @@ export class Executor {
       // Counted, traced and logged as a toolless step that ran (stepReports.ts).
       onRecorded: (wait, outcome) => reportRecordedSignalWait({ log: deps.log, metrics: this.metrics, tracing: this.tracing }, wait, outcome),
     });
+    this.signalLane = new SignalLane({ pickUp: (room) => signals.pickUp(room), room: () => slots.outcomeRoom, outage, log: deps.log, pollIntervalMs: opts.pollIntervalMs });
     this.claimLoop = new ClaimLoop({
-      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout, signals,
+      core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout,
       stopping: () => this.stopping,
       withCreateClaims: (fn, maxSlots) => this.withCreateClaims(fn, maxSlots),
       handleTx: (r) => this.handleTx(r),
@@ -247,6 +253,7 @@ export class Executor {
     }
     await recoverOrphans(this.tx, (r) => this.handleTx(r));
     this.loopDone = this.claimLoop.run();
+    this.signalLaneDone = this.signalLane.run();
     this.scheduleWatchdog(0);
     this.deps.log.info(
       { executorId: this.opts.executorId, schema: this.opts.schema, concurrency: this.opts.concurrency },
@@ -275,7 +282,8 @@ export class Executor {
     if (hint.kind === 'cancelled') return this.cancelChecks.note(hint.workflowId);
     if (hint.kind === 'signalDeferred') return this.deferredSignals.hinted();
     if (hint.kind === 'stepReady') {
-      this.flags.toollessPending = this.flags.signalsPending = true;
+      this.flags.toollessPending = true;
+      this.signalLane.request();
       this.recheck.noteReadied();
       return this.wake();
     }
@@ -356,10 +364,12 @@ export class Executor {
     this.flags.moreReady = true;
     this.waker.close();
     this.reportLookout.close();
+    this.signalLane.close();
     await this.deferredSignals.close();
     this.admission.close();
     clearTimeout(this.watchdogTimer);
     await this.loopDone;
+    await this.signalLaneDone;
     await this.admission.idle();
     await this.cancelChecks.idle();
     await this.watchdogRun;
