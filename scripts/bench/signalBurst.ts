@@ -10,6 +10,13 @@
  * from the sender's commit (an upper bound: created_at is the INSERT's transaction time) to the
  * step after the wait running. `waitStartedMs` is the same up to the wait step itself running.
  * `sendLagMs` is how far behind its schedule the last signal went out (the harness's own pace).
+ *
+ * The latency splits at the sender's commit, as the sender saw it (its INSERT returned; the
+ * harness's clock, which is the database's on this one machine): `commitMs` is the sender's own
+ * transaction (begin → committed: the INSERT, its matching, the WAL flush it waits for), and
+ * `afterCommitMs` is stepd's part (committed → the next step running). The two need not add up
+ * to the whole: each is its own distribution, and the executor may see a commit before the
+ * sender hears of it (a negative `afterCommitMs`).
  */
 import { performance } from 'node:perf_hooks';
 import { clientPool, MS_BETWEEN, pollUntil, sleep } from './pg.js';
@@ -24,6 +31,10 @@ export interface SignalBurstResult {
   /** The rest of the way, p50s: wait claimed → recorded done, → next step created, → next step running. */
   afterWaitMs: { recorded: number; nextCreated: number; nextStarted: number };
   sendLagMs: number;
+  /** The sender's own transaction, begin → committed as it saw it (p50, p99). */
+  commitMs: { p50: number; p99: number };
+  /** Committed (as the sender saw it) → the next step running (p50, p99): stepd's part. */
+  afterCommitMs: { p50: number; p99: number };
   /** Signals sent ÷ seconds from the first due to the last committed: the pace the senders held. */
   sentPerSecond: number;
   timedOut: boolean;
@@ -80,6 +91,8 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
   for (const c of opened) c.release();
   const t0 = performance.now();
   let lag = 0;
+  /** When each signal's INSERT returned to its sender (ms since the epoch), by key. */
+  const committed = new Map<string, number>();
   const sender = async (offset: number) => {
     const client = await senders.connect();
     try {
@@ -89,6 +102,7 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
         if (wait > 1) await sleep(wait);
         else lag = Math.max(lag, -wait);
         await client.query(`INSERT INTO ${signalsTable} (name, key, payload) VALUES ('payment', $1, '{}')`, [keys[i]]);
+        committed.set(keys[i]!, Date.now());
       }
     } finally {
       client.release();
@@ -102,9 +116,10 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
   const sentPerSecond = keys.length / ((performance.now() - t0) / 1000);
   const { timedOut } = await waitForWorkflows(ctx, name, 20);
 
-  const rows = await query<{ ship: number; wait: number; recorded: number; created: number; started: number }>(
+  const rows = await query<{ ship: number; wait: number; recorded: number; created: number; started: number; key: string; sent_at: number; ship_at: number }>(
     ctx,
-    `SELECT ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait,
+    `SELECT sg.key, (extract(epoch FROM sg.created_at) * 1000)::float8 AS sent_at, (extract(epoch FROM ship.started_at) * 1000)::float8 AS ship_at,
+            ${MS_BETWEEN('sg.created_at', 'ship.started_at')} AS ship, ${MS_BETWEEN('sg.created_at', 'paid.started_at')} AS wait,
             ${MS_BETWEEN('paid.started_at', 'paid.completed_at')} AS recorded, ${MS_BETWEEN('paid.completed_at', 'ship.created_at')} AS created,
             ${MS_BETWEEN('ship.created_at', 'ship.started_at')} AS started
        FROM ${steps} paid
@@ -113,6 +128,12 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
       WHERE paid.workflow_id BETWEEN $1 AND $2 AND paid.name = 'paid' AND paid.status = 'done' AND ship.started_at IS NOT NULL`,
     [ids.first, ids.last],
   );
+  const split = rows.flatMap((r) => {
+    const at = committed.get(r.key);
+    return at === undefined ? [] : [{ commit: at - r.sent_at, after: r.ship_at - at }];
+  });
+  const commit = summarize(split.map((x) => x.commit));
+  const after = summarize(split.map((x) => x.after));
   return {
     signals: rows.length,
     perSecond,
@@ -124,6 +145,8 @@ export async function runSignalBurst(ctx: StepdContext, count: number, perSecond
       nextStarted: summarize(rows.map((r) => r.started)).p50,
     },
     sendLagMs: lag,
+    commitMs: { p50: commit.p50, p99: commit.p99 },
+    afterCommitMs: { p50: after.p50, p99: after.p99 },
     sentPerSecond,
     timedOut,
   };
