@@ -217,7 +217,13 @@ export class Executor {
       // Counted, traced and logged as a toolless step that ran (stepReports.ts).
       onRecorded: (wait, outcome) => reportRecordedSignalWait({ log: deps.log, metrics: this.metrics, tracing: this.tracing }, wait, outcome),
     });
-    this.signalLane = new SignalLane({ pickUp: (room) => signals.pickUp(room), room: () => slots.outcomeRoom, outage, log: deps.log, pollIntervalMs: opts.pollIntervalMs });
+    this.signalLane = new SignalLane({
+      pickUp: (room) => signals.pickUp(room),
+      room: () => slots.outcomeRoom,
+      outage,
+      logFailure: (err, delayMs) => logRetriedFailure(deps.log, err, 'looking for readied signal waits failed; retrying', { delayMs }),
+      pollIntervalMs: opts.pollIntervalMs,
+    });
     this.claimLoop = new ClaimLoop({
       core, tx: this.tx, flags, waker, admission, slots, running, tasks, outcomes, outage, recheck, reportLookout,
       stopping: () => this.stopping,

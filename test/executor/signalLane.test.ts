@@ -12,13 +12,13 @@ function laneWith(answer: (room: number, look: number) => Pickup | Promise<Picku
   const log = silentLogger();
   const outage = new DatabaseOutage({ log });
   const lane = new SignalLane({
+    logFailure: (err, delayMs) => log.error({ err, delayMs }, 'look failed'),
     pickUp: async (room) => {
       looks.push(Date.now());
       return answer(room, looks.length);
     },
     room: () => 100,
     outage,
-    log,
     // Long enough that no test passes by the poll tick.
     pollIntervalMs: 60_000,
     ...over,

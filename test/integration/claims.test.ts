@@ -103,10 +103,15 @@ describe('claims', () => {
     const ids = await Promise.all(Array.from({ length: 60 }, () => insertWorkflow(t, flow)));
     let kills = 0;
     await waitFor(async () => {
+      // Only this test's executor: backends in a transaction holding a lock on this schema's
+      // steps (the other files' executors share the database and the application name).
       const killed = await t.q(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-          WHERE application_name = 'stepd-executor' AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
-            AND datname = current_database() AND query ILIKE '%workflow_steps%'`,
+        `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+          WHERE a.application_name = 'stepd-executor' AND a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()
+            AND a.datname = current_database() AND a.query ILIKE '%workflow_steps%'
+            AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+                         WHERE l.pid = a.pid AND n.nspname = $1 AND c.relname = 'workflow_steps')`,
+        [t.schema],
       );
       kills += killed.length;
       const [left] = await t.q<{ n: number }>(`SELECT count(*)::int AS n FROM stepd.workflows WHERE status <> 'completed'`);

@@ -10,9 +10,7 @@
  * next look finds it. With the outcome queue full it looks again NO_ROOM_MS later. A failed look
  * is logged (once per outage) and retried with backoff; it never ends the loop.
  */
-import type { Logger } from '../../logger.js';
 import { backoffMs, type DatabaseOutage } from '../core/dbOutage.js';
-import { logRetriedFailure } from '../loopErrors.js';
 import { Waker } from '../wakeups/waker.js';
 import { ReportLookout } from './reportLookout.js';
 import type { Pickup } from './signalPickup.js';
@@ -33,7 +31,8 @@ export interface SignalLaneDeps {
   /** Outcomes the outcome queue has room for now (Slots.outcomeRoom). */
   room: () => number;
   outage: DatabaseOutage;
-  log: Logger;
+  /** Logs a failed look that is not part of an outage (loopErrors.ts: deadlocks with clients at warn, the rest at error). */
+  logFailure: (err: unknown, delayMs: number) => void;
   pollIntervalMs: number;
   /** How soon to look again after a look that found waits (default SIGNAL_LOOK_EVERY_MS). */
   lookEveryMs?: number;
@@ -64,7 +63,7 @@ export class SignalLane {
 
   /** Looks until `close()`. */
   async run(): Promise<void> {
-    const { outage, log } = this.#deps;
+    const { outage, logFailure } = this.#deps;
     let errors = 0;
     while (!this.#closed) {
       try {
@@ -82,7 +81,7 @@ export class SignalLane {
         errors++;
         const delay = backoffMs(errors);
         this.#pending = true;
-        if (!outage.failed(err, 'signal pickup')) logRetriedFailure(log, err, 'looking for readied signal waits failed; retrying', { delayMs: delay });
+        if (!outage.failed(err, 'signal pickup')) logFailure(err, delay);
         await this.#pause(delay);
       }
     }
