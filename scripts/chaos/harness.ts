@@ -11,7 +11,7 @@ import { migrate } from '../../src/db/migrate.js';
 import type { PrivateCluster } from './cluster.js';
 import { Daemon } from './daemon.js';
 import type { EffectLedger, EffectServer } from './effects.js';
-import { MCP_SERVER, mixedRows, targetsOf, type Targets } from './load.js';
+import { CHAOS_SIGNAL, MCP_SERVER, mixedRows, targetsOf, type Targets } from './load.js';
 
 export type Size = 'reduced' | 'full';
 
@@ -68,8 +68,8 @@ export class Scenario {
     this.targets = targetsOf(suite.effects);
   }
 
-  get t(): { workflows: string; steps: string } {
-    return { workflows: `${this.schema}.workflows`, steps: `${this.schema}.workflow_steps` };
+  get t(): { workflows: string; steps: string; signals: string } {
+    return { workflows: `${this.schema}.workflows`, steps: `${this.schema}.workflow_steps`, signals: `${this.schema}.signals` };
   }
 
   /** The tool-call limit the scenario promises: the tool limit, else every daemon's concurrency. */
@@ -164,10 +164,22 @@ export class Scenario {
     }
   }
 
-  /** Readies every pending gate every 200 ms, as an approving service would. */
+  /**
+   * Every 200 ms, as the services around a workflow would: readies every pending gate, and sends
+   * each waiting `signal` workflow its signal (once per workflow, keyed by its id).
+   */
   startApprover(): void {
     const tick = async () => {
       await this.db.query(`UPDATE ${this.t.steps} SET status = 'ready' WHERE status = 'pending' AND name = 'gate'`).catch(() => {});
+      await this.db
+        .query(
+          `INSERT INTO ${this.t.signals} (name, key, payload)
+           SELECT $1, s.workflow_id::text, '{}' FROM ${this.t.steps} s
+            WHERE s.status = 'pending' AND s.name = 'paid'
+              AND NOT EXISTS (SELECT 1 FROM ${this.t.signals} g WHERE g.name = $1 AND g.key = s.workflow_id::text)`,
+          [CHAOS_SIGNAL],
+        )
+        .catch(() => {});
       this.approver = setTimeout(() => void tick(), 200);
     };
     this.approver = setTimeout(() => void tick(), 200);

@@ -1,13 +1,17 @@
 /**
- * The mixed load every scenario runs: five kinds of workflow (a chain, a parallel fork, a
- * forEach, a gate the harness approves, a timer), each with side effects through `http.request`
+ * The mixed load every scenario runs: six kinds of workflow (a chain, a parallel fork, a
+ * forEach, a gate the harness approves, a timer, a wait for a signal the harness sends), each
+ * with side effects through `http.request`
  * and through the MCP server `count` (scripts/chaos/effects.ts). A workflow's `name` is its
  * kind, so the side effects it must have caused can be listed from its row alone.
  */
 import type { EffectServer } from './effects.js';
 import { effectId } from './effects.js';
 
-export const KINDS = ['chain', 'fanout', 'foreach', 'gate', 'timer'] as const;
+export const KINDS = ['chain', 'fanout', 'foreach', 'gate', 'timer', 'signal'] as const;
+
+/** The signal a `signal` workflow waits for, keyed by its own id (the harness sends it: Scenario.startApprover). */
+export const CHAOS_SIGNAL = 'chaos.paid';
 export type Kind = (typeof KINDS)[number];
 
 /** The MCP server of the chaos config (its tool is `count.effect`). */
@@ -85,6 +89,15 @@ export function flowFor(kind: Kind, t: Targets): unknown {
           m: { ...mcpEffect('m', 100), done: true },
         },
       };
+    case 'signal':
+      return {
+        start: 's0',
+        steps: {
+          s0: { tool: 'core.noop', next: 'paid' },
+          paid: { signal: { name: CHAOS_SIGNAL, key: '{{workflow.id}}' }, next: 'fin' },
+          fin: { ...httpEffect(t, 'fin', 50), done: true },
+        },
+      };
   }
 }
 
@@ -107,6 +120,8 @@ export function expectedEffects(kind: string, wf: string, input: unknown): strin
       return [effectId(wf, 'fin', undefined)];
     case 'timer':
       return [effectId(wf, 'm', undefined)];
+    case 'signal':
+      return [effectId(wf, 'fin', undefined)];
     default:
       return [];
   }

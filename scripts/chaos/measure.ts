@@ -59,6 +59,11 @@ export async function measure(s: Scenario, o: MeasureOptions): Promise<Figures> 
                                     GROUP BY coalesce(first_attempt_id, id) HAVING count(*) > 1) c)::int AS chain`,
   );
   const doneTwice = Math.max(twice!.position, twice!.chain);
+  // A signal wait records the signal it consumed: it must be the one keyed by its own workflow.
+  const [strayed] = await s.q<{ n: number }>(
+    `SELECT count(*)::int AS n FROM ${steps} s JOIN ${workflows} w ON w.id = s.workflow_id
+      WHERE w.name = 'signal' AND s.name = 'paid' AND s.status = 'done' AND s.result ->> 'key' IS DISTINCT FROM s.workflow_id::text`,
+  );
 
   const expected = o.expected ?? ((w: WorkflowRow) => expectedEffects(w.name, w.id, w.input));
   let missing = 0;
@@ -91,6 +96,7 @@ export async function measure(s: Scenario, o: MeasureOptions): Promise<Figures> 
   const failures = [...(o.failures ?? [])];
   if (lost.length > 0) failures.push(`${lost.length} workflow(s) lost, e.g. #${lost[0]!.id} ${lost[0]!.name} ${lost[0]!.status} ${JSON.stringify(lost[0]!.error ?? null).slice(0, 300)}`);
   if (doneTwice > 0) failures.push(`${doneTwice} step(s) done twice`);
+  if (strayed!.n > 0) failures.push(`${strayed!.n} signal wait(s) recorded with another workflow's signal`);
   if (missing > 0) failures.push(`${missing} side effect(s) missing`);
   if (repeated > oneKey) failures.push(`${repeated - oneKey} side effect(s) repeated without one idempotency key`);
   if (inflight > limit) failures.push(`${inflight} tool calls in flight at once, limit ${limit}`);
