@@ -38,6 +38,8 @@ export interface ScenarioResources {
   statements?: StatementSummary;
   /** The executor's claim and outcome-transaction time (its /metrics), with bench --accounting. */
   accounting?: ExecutorAccounting;
+  /** PostgreSQL checkpoints that began during the scenario (checkpoints.ts). */
+  checkpoints?: number;
 }
 
 export interface ProcessProbe {
@@ -54,9 +56,16 @@ export interface ProcessProbe {
 export async function withResources<T>(
   proc: ProcessProbe,
   fn: () => Promise<T>,
-  probes: { statements?: { probe: StatementProbe; harnessMarker: string }; scrape?: () => Promise<MetricSample>; backends?: BackendCpuProbe } = {},
+  probes: {
+    statements?: { probe: StatementProbe; harnessMarker: string };
+    scrape?: () => Promise<MetricSample>;
+    backends?: BackendCpuProbe;
+    /** Checkpoints so far (checkpointsSoFar). */
+    checkpoints?: () => Promise<number>;
+  } = {},
 ): Promise<{ result: T; resources: ScenarioResources }> {
-  const { statements, scrape, backends } = probes;
+  const { statements, scrape, backends, checkpoints } = probes;
+  const k0 = await checkpoints?.();
   const a0 = await scrape?.();
   const s0 = await statements?.probe.snapshot();
   await backends?.start();
@@ -72,6 +81,7 @@ export async function withResources<T>(
   const pgCpu = await backends?.stop();
   const s1 = await statements?.probe.snapshot();
   const a1 = await scrape?.();
+  const k1 = await checkpoints?.();
   const total = m1.total - m0.total;
   return {
     result,
@@ -83,6 +93,7 @@ export async function withResources<T>(
       ...(pgCpu ? { postgresCpuSeconds: pgCpu.cpuSeconds, postgresBackends: pgCpu.backends } : {}),
       ...(statements && s0 && s1 ? { statements: statements.probe.diff(s0, s1, statements.harnessMarker) } : {}),
       ...(a0 && a1 ? { accounting: diffAccounting(a0, a1) } : {}),
+      ...(k0 !== undefined && k1 !== undefined && Number.isFinite(k1 - k0) ? { checkpoints: k1 - k0 } : {}),
     },
   };
 }

@@ -22,6 +22,15 @@ function ratio(v: number | undefined): string {
   return v === undefined || !Number.isFinite(v) ? '' : `${v >= 10 ? v.toFixed(1) : v.toFixed(2)}×`;
 }
 
+/** Checkpoints during a scenario over its runs: "0", "1 (run 2)", or "—" when not measured. */
+export function checkpointsIn(perRun: readonly (number | undefined)[]): string {
+  const known = perRun.flatMap((n, i) => (n === undefined ? [] : [{ n, run: i + 1 }]));
+  if (known.length === 0) return '—';
+  const met = known.filter((k) => k.n > 0);
+  const total = met.reduce((sum, k) => sum + k.n, 0);
+  return met.length === 0 ? '0' : `${total} (run ${met.map((k) => k.run).join(', ')})`;
+}
+
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)));
   const line = (cells: string[]) => cells.map((c, i) => c + ' '.repeat(widths[i]! - [...c].length)).join('  ').trimEnd();
@@ -210,6 +219,7 @@ export function formatReport(opts: {
         const n = stepsOf(r.stepd, k);
         return n ? (r.stepd.resources[k]?.executorWrites ?? Number.NaN) / n : undefined;
       }, 1, ''),
+      checkpointsIn(opts.runs.map((r) => r.stepd.resources[k]?.checkpoints)),
     ];
   });
   const lastRun = opts.runs[opts.runs.length - 1];
@@ -235,9 +245,11 @@ export function formatReport(opts: {
     '  where the time went (medians): wall time of the scenario, the executor process\'s CPU (100 % = one core),',
     `  the whole machine's CPU (100 % = all ${env.machine.cpus} cores busy: PostgreSQL, the harness, anything else),`,
     '  executor CPU per step, the CPU of the PostgreSQL backends serving the executor\'s connections per step (/proc, by',
-    '  client port; not the server\'s background processes), and executor write syscalls per step (≈ database round trips per step)',
+    '  client port; not the server\'s background processes), executor write syscalls per step (≈ database round trips per step),',
+    '  and the PostgreSQL checkpoints that began during the scenario, in all its runs (after one, full page images swell the',
+    '  WAL of the next writes: a run that met one reads slow)',
     '',
-    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'PG CPU/step', 'writes/step'], resourceRows).replace(/^/gm, '  '),
+    table(['stepd scenario', 'wall', 'executor CPU', 'machine busy', 'CPU/step', 'PG CPU/step', 'writes/step', 'checkpoints'], resourceRows).replace(/^/gm, '  '),
     '',
     ...statementLines,
     ...formatComparison(opts.runs),

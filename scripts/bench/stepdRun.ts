@@ -24,6 +24,7 @@ import { runWorkers, startWorkerProcesses, WORKERS_CONFIG, type WorkersResult } 
 import { runIoBound, type IoBoundResult } from './ioBound.js';
 import { runKeyed, type KeyedResult } from './keyed.js';
 import { withResources, type ScenarioResources } from './machineLoad.js';
+import { checkpointsSoFar } from './checkpoints.js';
 import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from './pg.js';
 import type { BenchSettings, ScenarioName } from './settings.js';
 import type { StatementProbe } from './statementStats.js';
@@ -115,6 +116,7 @@ export async function runStepdScenarios(opts: {
         ...(opts.statements ? { statements: { probe: opts.statements, harnessMarker: schema } } : {}),
         ...(port !== undefined ? { scrape: () => scrapeMetrics(port) } : {}),
         backends: new BackendCpuProbe({ query: (text, values) => db.query(text, values), clientPid: ctx.executor.pid }),
+        checkpoints: () => checkpointsSoFar((text) => db.query(text)),
       });
       out[key] = result as StepdRunResult[K];
       out.resources[key] = resources;
