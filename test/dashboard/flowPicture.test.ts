@@ -28,7 +28,9 @@ describe.skipIf(!CHROMIUM && process.env.CI !== 'true')('flow graph and timeline
     expect(await node('recover').getAttribute('data-state')).toBe('done');
     expect(await node('publish').getAttribute('data-state')).toBe('none');
     // The boxes are drawn where dagre put them (inside the picture, not on top of each other) and coloured by the style sheet.
-    const boxes = await Promise.all(['prepare', 'fan', 'slow', 'flaky'].map(async (n) => (await node(n).locator('rect').boundingBox())!));
+    // A live refresh may swap the picture between finding a box and measuring it (null then): measure again.
+    const boxOf = (n: string) => waitFor(() => node(n).locator('rect').boundingBox().catch(() => null), `the box of ${n} measured`);
+    const boxes = await Promise.all(['prepare', 'fan', 'slow', 'flaky'].map(boxOf));
     expect(boxes[0]!.y).toBeLessThan(boxes[1]!.y);
     expect(boxes[1]!.y).toBeLessThan(boxes[2]!.y);
     expect(Math.abs(boxes[2]!.x - boxes[3]!.x)).toBeGreaterThan(50);
