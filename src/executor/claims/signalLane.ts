@@ -34,10 +34,6 @@ export interface SignalLaneDeps {
   /** Logs a failed look that is not part of an outage (loopErrors.ts: deadlocks with clients at warn, the rest at error). */
   logFailure: (err: unknown, delayMs: number) => void;
   pollIntervalMs: number;
-  /** How soon to look again after a look that found waits (default SIGNAL_LOOK_EVERY_MS). */
-  lookEveryMs?: number;
-  /** Told after each look that reached the database: how many waits it handed over. */
-  onLooked?: (picked: number) => void;
 }
 
 export class SignalLane {
@@ -51,7 +47,7 @@ export class SignalLane {
   constructor(deps: SignalLaneDeps) {
     this.#deps = deps;
     this.#waker = new Waker({ pollIntervalMs: deps.pollIntervalMs, onTimer: () => (this.#pending = true) });
-    this.#lookout = new ReportLookout({ everyMs: deps.lookEveryMs ?? SIGNAL_LOOK_EVERY_MS, look: () => this.request() });
+    this.#lookout = new ReportLookout({ everyMs: SIGNAL_LOOK_EVERY_MS, look: () => this.request() });
   }
 
   /** Readied signal waits may be waiting: look soon. */
@@ -98,7 +94,6 @@ export class SignalLane {
   async #look(): Promise<boolean> {
     this.#pending = false;
     const r = await this.#deps.pickUp(this.#deps.room());
-    this.#deps.onLooked?.(r.picked);
     this.#lookout.looked(r.picked > 0);
     if (!r.more) return false;
     this.#pending = true;
