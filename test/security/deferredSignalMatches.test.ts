@@ -38,8 +38,11 @@ describe('a deferred signal match', () => {
     expect(await deferredCount(env)).toBe(1);
     // The cancel cancels the workflow's live steps: it queues behind the held row (before any retry).
     const cancelled = victim.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [v.id]);
+    // Blocked by the attacker's transaction itself (any other lock wait, a moment's, would let the
+    // hold go before the cancel is queued on the row).
     await waitFor(
-      async () => (await env.t.q(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND usename = $1 AND datname = current_database()`, [victim.role]))[0],
+      async () =>
+        (await env.t.q(`SELECT 1 FROM pg_stat_activity WHERE usename = $1 AND datname = current_database() AND $2::int = ANY (pg_blocking_pids(pid))`, [victim.role, v.held.pid]))[0],
       'the cancel waiting for the held row',
       10_000,
     );
