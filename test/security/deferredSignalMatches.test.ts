@@ -4,6 +4,7 @@
  * wait with that signal once the row is free (test/security/wakeupSuppression.test.ts shows the
  * INSERT returning while the row is held). Here what the deferred match meets meanwhile:
  * - the workflow is cancelled: dropped, nothing readied;
+ * - the workflow's row is being changed (a cancel on its way): tried again later, not completed;
  * - the wait's timeout passes: the signal, sent in time, is still delivered;
  * - more signals for the same workflow: queued behind it, delivered to a loop's waits in order;
  * - no executor at all (stopped, as by SIGKILL) and two retries at once: each match completed once;
@@ -51,6 +52,31 @@ describe('a deferred signal match', () => {
     await waitFor(async () => (await deferredCount(env)) === 0, 'the deferred match dropped', 10_000);
     expect((await waitForWorkflow(env.t, v.id)).status).toBe('cancelled');
     expect(await env.t.q(`SELECT count(*)::int AS n FROM stepd.signal_consumptions WHERE workflow_id = $1`, [v.id])).toEqual([{ n: 0 }]);
+  });
+
+  it('waits while its workflow’s row is being changed, even with the wait row free, and is delivered once the change is over', async () => {
+    const env = await securityEnv();
+    const victim = await createClientRole(env.t);
+    const v = await heldVictimWait(env, victim, keyedWait('d.wfheld'), { k: 'k' });
+    const sig = await send(victim, 'd.wfheld', 'k');
+    expect(await deferredCount(env)).toBe(1);
+    // Retries only where the test calls them.
+    await env.executor.stop({ graceMs: 0 });
+    await v.held.release();
+    // The workflow row held as a cancel not yet committed holds it (the update of a non-key column).
+    const wfHeld = await holdRow(env.client.pool, env.t, v.id, { table: 'workflows', mode: 'NO KEY UPDATE' });
+    const retry = async () => (await asExecutor<{ n: number }>(env.t, `SELECT stepd.stepd_ready_deferred_matches_of_running_workflows(10) AS n`))[0]!.n;
+    expect(await retry()).toBe(0);
+    expect(await env.t.q(`SELECT tried_at IS NOT NULL AS tried FROM stepd.signal_deferred_matches`)).toEqual([{ tried: true }]);
+    expect(await env.t.q(`SELECT count(*)::int AS n FROM stepd.signal_consumptions WHERE workflow_id = $1`, [v.id])).toEqual([{ n: 0 }]);
+    expect((await env.t.q<{ status: string }>(`SELECT status FROM stepd.workflow_steps WHERE id = $1`, [v.step]))[0]!.status).toBe('pending');
+    await wfHeld.release();
+    expect(await retry()).toBe(1);
+    expect(await deferredCount(env)).toBe(0);
+    await startConfiguredExecutor(env.t, {}, { providers: [env.probe] });
+    const wf = await waitForWorkflow(env.t, v.id);
+    expect(wf.status, JSON.stringify(wf.error)).toBe('completed');
+    expect(wf.output).toMatchObject({ id: sig });
   });
 
   it('is still delivered when the wait’s timeout passed while the row was held: the signal came in time', async () => {
