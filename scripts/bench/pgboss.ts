@@ -14,6 +14,7 @@ import { PgBoss } from 'pg-boss';
 import type pg from 'pg';
 import { BackendCpuProbe } from './backendCpu.js';
 import { clientPool, MS_BETWEEN, newSchemaName, pollUntil, TimeoutError, dropSchemaLater, type Cleanup } from './pg.js';
+import { THROUGHPUT_WARMUP } from './settings.js';
 import { summarize, type LatencySummary } from './stats.js';
 
 export interface PgBossThroughputResult {
@@ -86,8 +87,8 @@ async function noopJobs(boss: PgBoss, reader: pg.Pool, schema: string, queue: st
 }
 
 async function throughput(boss: PgBoss, reader: pg.Pool, schema: string, count: number, timeoutMs: number, queue = 'bench_noop'): Promise<PgBossThroughputResult> {
-  // A warm-up, as the stepd executor gets: first compilations and plans stay out of the figure.
-  await noopJobs(boss, reader, schema, `${queue}_warmup`, Math.min(2_000, count), timeoutMs);
+  // The warm-up the stepd executor gets too (runWarmedThroughput): first compilations and plans stay out of the figure.
+  await noopJobs(boss, reader, schema, `${queue}_warmup`, Math.min(THROUGHPUT_WARMUP, count), timeoutMs);
   const backends = new BackendCpuProbe({ query: (text, values) => reader.query(text, values), clientPid: process.pid, applicationName: 'stepd-bench-pgboss' });
   await backends.start();
   const cpu0 = process.cpuUsage();

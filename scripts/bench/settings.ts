@@ -91,6 +91,13 @@ export interface BenchSettings {
   profileDir?: string;
 }
 
+/**
+ * Scenario 1's warm-up, the same for stepd and pg-boss: this many one-step no-op workflows (jobs)
+ * run to the end before the measured ones (at most the scenario's own size), so both sides' first
+ * compilations and plans stay out of the figure.
+ */
+export const THROUGHPUT_WARMUP = 2_000;
+
 export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 const FULL: BenchSizes = { throughput: 10_000, sustained: 50_000, chain: 1_000, fanout: 1_000, gates: 200, scaleRows: 1_000_000, io: 10_000, fanoutLarge: 10_000, signals: 10_000, signalsPerSecond: 1_000, raceGates: 1_800, racePerSecond: 360, keys: 1_000, perKey: 10, workers: 10_000, workerChain: 100, floor: 20_000, floorHops: 1_000 };

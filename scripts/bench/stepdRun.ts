@@ -29,7 +29,7 @@ import { clientPool, dropSchemaLater, newSchemaName, sleep, type Cleanup } from 
 import type { BenchSettings, ScenarioName } from './settings.js';
 import type { StatementProbe } from './statementStats.js';
 import { warmUp, type StepdContext } from './stepdScenario.js';
-import { runThroughput, type ThroughputResult } from './throughput.js';
+import { runThroughput, warmUpThroughput, type ThroughputResult } from './throughput.js';
 import { runSignalBurst, type SignalBurstResult } from './signalBurst.js';
 import { runWakeup, type WakeupResult } from './wakeup.js';
 
@@ -136,7 +136,10 @@ export async function runStepdScenarios(opts: {
       executors.push(exec);
       const ctx: StepdContext = { url, schema, db, executor: exec, timeoutMs: settings.scenarioTimeoutMs };
       await warmUp(ctx);
-      if (selected('throughput')) await scenario(ctx, 'throughput', `throughput (${s.throughput} workflows)`, () => runThroughput(ctx, s.throughput));
+      if (selected('throughput')) {
+        await warmUpThroughput(ctx, s.throughput);
+        await scenario(ctx, 'throughput', `throughput (${s.throughput} workflows)`, () => runThroughput(ctx, s.throughput));
+      }
       if (selected('sustained')) {
         await scenario(ctx, 'sustained', `sustained throughput (${s.sustained} workflows)`, () => runThroughput(ctx, s.sustained, 'bench-sustained'));
       }

@@ -4,6 +4,7 @@
  * transaction time) to the last workflow's completed_at.
  */
 import { MS_BETWEEN } from './pg.js';
+import { THROUGHPUT_WARMUP } from './settings.js';
 import { insertWorkflows, query, tables, waitForWorkflows, type StepdContext } from './stepdScenario.js';
 
 export interface ThroughputResult {
@@ -23,6 +24,17 @@ export interface ThroughputResult {
 }
 
 export const NOOP_FLOW = { start: 'noop', steps: { noop: { tool: 'core.noop', done: true } } };
+
+/**
+ * Scenario 1's warm-up, outside its measurement: min(THROUGHPUT_WARMUP, count) workflows of the
+ * same one-step flow, run to the end, as pg-boss gets the same number of no-op jobs (pgboss.ts).
+ */
+export async function warmUpThroughput(ctx: StepdContext, count: number): Promise<void> {
+  const n = Math.min(THROUGHPUT_WARMUP, count);
+  await insertWorkflows(ctx, 'bench-throughput-warmup', NOOP_FLOW, n);
+  const { timedOut } = await waitForWorkflows(ctx, 'bench-throughput-warmup');
+  if (timedOut) throw new Error(`the executor did not finish ${n} warm-up workflows within ${ctx.timeoutMs} ms; its log:\n${ctx.executor.logTail.join('\n')}`);
+}
 
 export async function runThroughput(ctx: StepdContext, count: number, name = 'bench-throughput'): Promise<ThroughputResult> {
   const { workflows, steps } = tables(ctx.schema);
