@@ -111,7 +111,13 @@ export class Scheduler {
         const boss = await this.startBoss();
         this.log.info({ schema: bossSchemaName(this.opts.schema), queue: SCHEDULE_QUEUE }, 'schedules running (pg-boss started)');
         await this.syncLoop(boss);
-        return;
+        if (this.stopping) return;
+        // The last schedule was removed: pg-boss stops (its polling and supervision with it) until one is added.
+        this.boss = undefined;
+        await boss.stop({ graceful: true, timeout: 5_000 }).catch((err: unknown) => this.log.warn({ err }, 'pg-boss did not stop cleanly'));
+        this.log.info({}, 'no schedules left: pg-boss stopped (looking again every so often)');
+        idleLogged = true;
+        attempt = 0;
       } catch (err) {
         const delayMs = backoffMs(attempt, 30_000);
         this.logError('start', err, { delayMs }, 'pg-boss could not start; schedules wait (retrying; run `stepd migrate` if the pg-boss schema is missing or old)');
@@ -120,11 +126,15 @@ export class Scheduler {
     }
   }
 
-  /** Keeps pg-boss's schedules in step with stepd's table until the daemon stops. */
+  /**
+   * Keeps pg-boss's schedules in step with stepd's table until the daemon stops, or until a sync
+   * finds no schedule left (pg-boss's copies were just taken out; a read that fails counts as some).
+   */
   private async syncLoop(boss: PgBoss): Promise<void> {
     while (!this.stopping) {
       await this.syncSchedules(boss).catch((err: unknown) => this.logError('sync', err, {}, "could not bring pg-boss's schedules in step with stepd's"));
       await this.catchUp(boss).catch((err: unknown) => this.logError('catch-up', err, {}, 'could not catch up missed ticks'));
+      if (!(await anySchedule(this.pool).catch(() => true))) return;
       await this.sleep(this.opts.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS);
     }
   }

@@ -144,6 +144,25 @@ describe('schedules', () => {
     await waitFor(() => scheduler.started, 'pg-boss to start');
   });
 
+  it('stops pg-boss (its connections closed) once the last schedule is removed, and starts it again, ticking, when one is added', async () => {
+    const t = await createTestSchema();
+    await putFlow(t, 'report', echoFlow);
+    const scheduler = startScheduler(t, { idleCheckMs: 100 });
+    const bossConnections = async () =>
+      Number((await t.q(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [`stepd-scheduler-boss:${t.schema}`]))[0].n);
+    await onConnection(t.db, t.schema, (c) => addSchedule(c, t.schema, { name: 'a', cron: '0 0 1 1 *', tz: 'UTC', flow: 'report', input: {}, createdBy: null }));
+    await waitFor(() => scheduler.started, 'pg-boss to start');
+    await waitFor(async () => (await bossConnections()) > 0, "pg-boss's connections");
+    await onConnection(t.db, t.schema, (c) => removeSchedule(c, t.schema, 'a'));
+    await waitFor(() => !scheduler.started, 'pg-boss to stop');
+    await waitFor(async () => (await bossConnections()) === 0, "pg-boss's connections closed");
+    expect(await t.q(`SELECT key FROM ${bossSchemaName(t.schema)}.schedule`)).toEqual([]);
+    // Added again: pg-boss starts again and the sync puts the schedule into it.
+    await onConnection(t.db, t.schema, (c) => addSchedule(c, t.schema, { name: 'b', cron: '0 0 1 1 *', tz: 'UTC', flow: 'report', input: {}, createdBy: null }));
+    await waitFor(() => scheduler.started, 'pg-boss to start again');
+    await waitFor(async () => (await t.q(`SELECT key FROM ${bossSchemaName(t.schema)}.schedule`))[0]?.key === 'b', 'the schedule in the new pg-boss');
+  });
+
   it('keeps the executor running while pg-boss cannot start, and starts schedules (also ones written by plain SQL) once stepd migrate has installed it', async () => {
     const t = await createTestSchema();
     await putFlow(t, 'report', echoFlow);
