@@ -12,6 +12,8 @@ import { buildStatusViewWithChildren } from './views/subWorkflowTree.js';
 import { missingFlowMessage } from './missingFlowMessage.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
+import { listSchedules } from '../db/queries/schedules.js';
+import { scheduleListing, type ScheduleView } from './views/scheduleView.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/transitions/redriveCheck.js';
@@ -233,6 +235,11 @@ export class Operations {
       const rows = await listFlowsLatest(this.#deps.pool);
       return { flows: rows.map((r) => ({ name: r.name, version: r.version, versions: r.versions, createdAt: new Date(r.created_at).toISOString(), createdBy: r.created_by })) };
     });
+  }
+
+  /** The schedules, by name, each with its next tick (as `stepd schedule list --json`). */
+  async listSchedules(_user: string): Promise<{ schedules: (ScheduleView & { next: string | null })[] }> {
+    return this.#db(async () => ({ schedules: (await listSchedules(this.#deps.pool)).map(scheduleListing) }));
   }
 
   /**

@@ -34,7 +34,8 @@ In an MCP client's configuration (Claude Desktop's claude_desktop_config.json):
                              "env": { "DATABASE_URL": "postgres://…" } } }
 
 Tools: start_workflow, get_workflow, list_workflows, approve_step, reject_step, cancel_workflow,
-retry_workflow, send_signal, validate_flow, list_flows, list_tools. See docs/mcp-server.md.`,
+retry_workflow, send_signal, validate_flow, list_flows, list_schedules, list_tools,
+fork_workflow, cancel_workflows, retry_workflows. See docs/mcp-server.md.`,
     )
     .action(async (flags: McpFlags) => {
       const user = callerUser(flags.user);

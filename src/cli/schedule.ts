@@ -7,6 +7,7 @@ import { Option, type Command } from 'commander';
 import { CATCH_UP_POLICIES, listSchedules, OVERLAP_POLICIES, type CatchUpPolicy, type OverlapPolicy, type ScheduleRow } from '../db/queries/schedules.js';
 import { registerSchedulePause } from './schedulePause.js';
 import { addSchedule, nextOccurrences, removeSchedule, ScheduleError } from '../schedules/scheduleStore.js';
+import { scheduleListing, scheduleView as view } from '../api/views/scheduleView.js';
 import { CliError, out, outJson, parseJsonObjectArg, withDatabase, withDatabaseOptions, type ClientContext, type DatabaseFlags } from './common.js';
 
 interface AddFlags extends DatabaseFlags {
@@ -98,7 +99,7 @@ Workflows a schedule started carry the key schedule:NAME:<tick time>:
     .action(async (flags: DatabaseFlags & { json?: boolean }) => {
       await withDatabase(flags, async (ctx) => {
         const rows = await listSchedules(ctx.pool);
-        const views = rows.map((r) => ({ ...view(r), next: r.paused ? null : nextTick(r) }));
+        const views = rows.map(scheduleListing);
         if (flags.json) {
           outJson(views);
           return;
@@ -145,17 +146,5 @@ export async function withClient<T>(ctx: ClientContext, fn: (client: import('pg'
     throw err;
   } finally {
     client.release();
-  }
-}
-
-export function view(r: ScheduleRow) {
-  return { name: r.name, cron: r.cron, tz: r.tz, flow: r.flow, input: r.input, user: r.created_by, role: r.created_role, createdAt: r.created_at, updatedAt: r.updated_at, overlap: r.overlap, catchUp: r.catch_up, paused: r.paused };
-}
-
-function nextTick(r: ScheduleRow): string | null {
-  try {
-    return nextOccurrences(r.cron, r.tz, 1)[0]?.toISOString() ?? null;
-  } catch {
-    return null;
   }
 }

@@ -39,6 +39,7 @@ export const TOOL_NAMES = [
   'send_signal',
   'validate_flow',
   'list_flows',
+  'list_schedules',
   'list_tools',
   ...DAY_TWO_TOOL_NAMES,
 ] as const;
@@ -211,6 +212,17 @@ export function createMcpServer(ops: Operations, user: string, options: McpServe
       annotations: { readOnlyHint: true },
     },
     () => run('list_flows', () => ops.listFlows(user)),
+  );
+
+  server.registerTool(
+    'list_schedules',
+    {
+      title: 'List schedules',
+      description: 'The cron schedules that start registered flows (stepd schedule add), by name: cron and time zone, flow, input, the user its workflows run as, the role that wrote it, overlap and catch-up policies, paused, and the next tick (null while paused). Their workflows carry the key schedule:NAME:<tick time>.',
+      inputSchema: {},
+      annotations: { readOnlyHint: true },
+    },
+    () => run('list_schedules', () => ops.listSchedules(user)),
   );
 
   server.registerTool(

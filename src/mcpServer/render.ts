@@ -4,6 +4,7 @@
  */
 import type { ReadiedStep, SentSignal, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
 import { describeSignalWait } from '../api/views/signalWait.js';
+import type { ScheduleView } from '../api/views/scheduleView.js';
 import type { WorkflowSummaryView } from '../api/views/workflowSummary.js';
 
 export function render(tool: string, result: object): string {
@@ -61,6 +62,12 @@ function headline(tool: string, result: object): string {
     case 'list_flows': {
       const r = result as { flows: { name: string; version: number }[] };
       return r.flows.length === 0 ? 'no registered flows (register one with: stepd flow put FILE --name NAME)' : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
+    }
+    case 'list_schedules': {
+      const r = result as { schedules: (ScheduleView & { next: string | null })[] };
+      return r.schedules.length === 0
+        ? 'no schedules (add one with: stepd schedule add NAME --cron EXPR --flow FLOW)'
+        : r.schedules.map((v) => `${v.name} "${v.cron}" (${v.tz}) flow ${v.flow}, next ${v.paused ? 'paused' : (v.next ?? '-')}`).join('\n');
     }
     case 'list_tools': {
       const r = result as { tools: { name: string }[] };

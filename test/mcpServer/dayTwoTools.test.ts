@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { Operations } from '../../src/api/operations.js';
 import { createKysely, createPool } from '../../src/db/connect.js';
 import { createMcpServer } from '../../src/mcpServer/createMcpServer.js';
+import { addSchedule } from '../../src/schedules/scheduleStore.js';
 import { createTestSchema, getWorkflow, insertWorkflow, onCleanup, startExecutor, waitFor, waitForStep, waitForWorkflow, type TestSchema } from '../helpers/db.js';
 import { call, ok } from './scenario.js';
 
@@ -70,5 +71,33 @@ describe('MCP day-two tools', () => {
     const retried = await ok(alice, 'retry_workflows', { name: 'flaky' });
     expect((retried.workflows as unknown[]).length).toBe(1);
     await waitFor(async () => (await getWorkflow(t, failing)).redrives === 1, 'the redrive');
+  });
+
+  it('list_schedules lists each schedule with its next tick, none while paused; with none it says how to add one', async () => {
+    const t = await createTestSchema();
+    const alice = await clientAs(t, 'alice');
+    const empty = await call(alice, 'list_schedules');
+    expect(empty.structuredContent).toEqual({ schedules: [] });
+    expect(empty.content[0]?.text).toMatch(/^no schedules \(add one with: stepd schedule add/);
+    await t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('report', $1)`, [JSON.stringify(CHAIN)]);
+    const conn = await t.db.connect();
+    try {
+      await conn.query(`SET search_path TO ${t.schema}`);
+      await addSchedule(conn, t.schema, { name: 'nightly', cron: '0 2 * * *', tz: 'Europe/Paris', flow: 'report', input: { rows: 2 }, createdBy: 'alice' });
+      await addSchedule(conn, t.schema, { name: 'hourly', cron: '0 * * * *', tz: 'UTC', flow: 'report', input: {}, createdBy: null, overlap: 'skip' });
+    } finally {
+      conn.release();
+    }
+    await t.q(`UPDATE stepd.schedules SET paused = true WHERE name = 'hourly'`);
+    const listed = await call(alice, 'list_schedules');
+    const schedules = (listed.structuredContent as { schedules: Record<string, unknown>[] }).schedules;
+    expect(schedules.map((v) => v.name)).toEqual(['hourly', 'nightly']);
+    expect(schedules[0]).toMatchObject({ cron: '0 * * * *', tz: 'UTC', flow: 'report', overlap: 'skip', paused: true, next: null });
+    expect(schedules[1]).toMatchObject({ cron: '0 2 * * *', tz: 'Europe/Paris', input: { rows: 2 }, user: 'alice', paused: false });
+    const next = new Date(schedules[1]!.next as string);
+    expect(next.getTime()).toBeGreaterThan(Date.now());
+    expect(next.toLocaleString('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit' })).toBe('02:00');
+    expect(listed.content[0]?.text).toContain('nightly "0 2 * * *" (Europe/Paris) flow report, next 2');
+    expect(listed.content[0]?.text).toContain('hourly "0 * * * *" (UTC) flow report, next paused');
   });
 });

@@ -41,7 +41,7 @@ export async function ok(client: Client, name: string, args: Record<string, unkn
 export async function gatedWorkflowApprovedAs(client: Client, t: TestSchema, user: string): Promise<void> {
   const listed = await client.listTools();
   expect(listed.tools.map((tool) => tool.name).sort()).toEqual(
-    ['approve_step', 'cancel_workflow', 'cancel_workflows', 'fork_workflow', 'get_workflow', 'list_flows', 'list_tools', 'list_workflows', 'reject_step', 'retry_workflow', 'retry_workflows', 'send_signal', 'start_workflow', 'validate_flow'],
+    ['approve_step', 'cancel_workflow', 'cancel_workflows', 'fork_workflow', 'get_workflow', 'list_flows', 'list_schedules', 'list_tools', 'list_workflows', 'reject_step', 'retry_workflow', 'retry_workflows', 'send_signal', 'start_workflow', 'validate_flow'],
   );
 
   const started = await ok(client, 'start_workflow', { name: 'release', flow: GATED_FLOW, input: { version: '1.2' } });
