@@ -17,6 +17,7 @@ import { requireCsrfToken, sameOriginWrites } from './csrf.js';
 import { mountActions } from './dashboard/actions.js';
 import { mountDayTwoActions } from './dashboard/dayTwoActions.js';
 import { mountPages } from './dashboard/pages.js';
+import { mountSchedulesPage } from './dashboard/schedulesPage.js';
 import type { DashboardDeps } from './dashboard/dashboardDeps.js';
 import type { EventHub } from './eventHub.js';
 import { mountEvents } from './eventsRoute.js';
@@ -76,6 +77,7 @@ export function createHttpApp(opts: HttpAppOptions): Hono<HttpEnv> {
     app.use('/workflows/*', requireCsrfToken(opts.auth.sessions));
     mountDayTwoActions(app, deps);
     mountPages(app, deps);
+    mountSchedulesPage(app, deps);
     mountActions(app, deps);
   }
   return app;

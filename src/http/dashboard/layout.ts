@@ -121,7 +121,7 @@ export function page(ctx: PageContext, opts: { title: string; events?: string; p
 <body data-events="${opts.events ?? ''}"${opts.pageUrl !== undefined ? html` data-page-url="${opts.pageUrl}"` : ''}>
 <header>
   <h1><a href="/">stepd</a></h1>
-  <nav><a href="/">workflows</a></nav>
+  <nav><a href="/">workflows</a> · <a href="/schedules">schedules</a></nav>
   <span class="who">signed in as <strong>${ctx.user}</strong></span>
   ${ctx.signedIn ? html`<form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${ctx.csrf}"><button>sign out</button></form>` : ''}
 </header>
