@@ -13,7 +13,7 @@ import { missingFlowMessage } from './missingFlowMessage.js';
 import { cancelWorkflowIfActive, insertWorkflow, readyPendingStep, redriveWorkflowIfFailed } from '../db/contract.js';
 import { listFlowsLatest, loadFlowVersion } from '../db/queries/flows.js';
 import { listSchedules } from '../db/queries/schedules.js';
-import { scheduleListing, type ScheduleView } from './views/scheduleView.js';
+import { scheduleListing, type ScheduleListing } from './views/scheduleView.js';
 import { getStepWithWorkflow, getSubWorkflowTree, getWorkflow, getWorkflowByKey, getWorkflowSteps, listWorkflows as listWorkflowRows } from '../db/reads.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/tables.js';
 import { checkRedrive } from '../executor/transitions/redriveCheck.js';
@@ -238,7 +238,7 @@ export class Operations {
   }
 
   /** The schedules, by name, each with its next tick (as `stepd schedule list --json`). */
-  async listSchedules(_user: string): Promise<{ schedules: (ScheduleView & { next: string | null })[] }> {
+  async listSchedules(_user: string): Promise<{ schedules: ScheduleListing[] }> {
     return this.#db(async () => ({ schedules: (await listSchedules(this.#deps.pool)).map(scheduleListing) }));
   }
 

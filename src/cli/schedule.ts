@@ -4,7 +4,7 @@
  * client connection, so the database records this login as the schedule's author.
  */
 import { Option, type Command } from 'commander';
-import { CATCH_UP_POLICIES, listSchedules, OVERLAP_POLICIES, type CatchUpPolicy, type OverlapPolicy, type ScheduleRow } from '../db/queries/schedules.js';
+import { CATCH_UP_POLICIES, listSchedules, OVERLAP_POLICIES, type CatchUpPolicy, type OverlapPolicy } from '../db/queries/schedules.js';
 import { registerSchedulePause } from './schedulePause.js';
 import { addSchedule, nextOccurrences, removeSchedule, ScheduleError } from '../schedules/scheduleStore.js';
 import { scheduleListing, scheduleView as view } from '../api/views/scheduleView.js';

@@ -4,7 +4,7 @@
  */
 import type { ReadiedStep, SentSignal, StartedWorkflow, ValidationResult, WorkflowDetails } from '../api/operations.js';
 import { describeSignalWait } from '../api/views/signalWait.js';
-import type { ScheduleView } from '../api/views/scheduleView.js';
+import type { ScheduleListing } from '../api/views/scheduleView.js';
 import type { WorkflowSummaryView } from '../api/views/workflowSummary.js';
 
 export function render(tool: string, result: object): string {
@@ -64,7 +64,7 @@ function headline(tool: string, result: object): string {
       return r.flows.length === 0 ? 'no registered flows (register one with: stepd flow put FILE --name NAME)' : r.flows.map((f) => `${f.name} v${f.version}`).join('\n');
     }
     case 'list_schedules': {
-      const r = result as { schedules: (ScheduleView & { next: string | null })[] };
+      const r = result as { schedules: ScheduleListing[] };
       return r.schedules.length === 0
         ? 'no schedules (add one with: stepd schedule add NAME --cron EXPR --flow FLOW)'
         : r.schedules.map((v) => `${v.name} "${v.cron}" (${v.tz}) flow ${v.flow}, next ${v.paused ? 'paused' : (v.next ?? '-')}`).join('\n');

@@ -12,8 +12,10 @@ export function scheduleView(r: ScheduleRow) {
 
 export type ScheduleView = ReturnType<typeof scheduleView>;
 
-/** The schedule's view with its next tick (ISO time). */
-export function scheduleListing(r: ScheduleRow): ScheduleView & { next: string | null } {
+/** The schedule's view with its next tick (ISO time; null while paused). */
+export type ScheduleListing = ScheduleView & { next: string | null };
+
+export function scheduleListing(r: ScheduleRow): ScheduleListing {
   return { ...scheduleView(r), next: r.paused ? null : nextTick(r) };
 }
 

@@ -4,15 +4,13 @@
  * only: adding, removing and pausing stay with the CLI and SQL (docs/schedules.md).
  */
 import type { Hono } from 'hono';
-import type { ScheduleView } from '../../api/views/scheduleView.js';
+import type { ScheduleListing } from '../../api/views/scheduleView.js';
 import { utc } from '../../api/views/format.js';
 import type { HttpEnv } from '../auth.js';
 import { html, prettyJson, type Html } from '../html.js';
 import type { DashboardDeps } from './dashboardDeps.js';
 import { page, type PageContext } from './layout.js';
 import { pageContext, sendHtml } from './respond.js';
-
-type Listed = ScheduleView & { next: string | null };
 
 export function mountSchedulesPage(app: Hono<HttpEnv>, deps: DashboardDeps): void {
   app.get('/schedules', async (c) => {
@@ -22,7 +20,7 @@ export function mountSchedulesPage(app: Hono<HttpEnv>, deps: DashboardDeps): voi
   });
 }
 
-export function renderSchedulesPage(ctx: PageContext, schedules: Listed[]): Html {
+export function renderSchedulesPage(ctx: PageContext, schedules: ScheduleListing[]): Html {
   const body = schedules.length === 0
     ? html`<p class="muted">No schedules. Add one with <code>stepd schedule add NAME --cron EXPR --flow FLOW</code>.</p>`
     : html`<table>
@@ -32,7 +30,7 @@ export function renderSchedulesPage(ctx: PageContext, schedules: Listed[]): Html
   return page(ctx, { title: 'schedules', body: html`<h2>Schedules</h2>${body}` });
 }
 
-function row(s: Listed): Html {
+function row(s: ScheduleListing): Html {
   const policies = [s.overlap !== 'allow' ? `overlap ${s.overlap}` : '', s.catchUp !== 'none' ? `catch-up ${s.catchUp}` : ''].filter(Boolean).join(', ');
   return html`<tr data-schedule="${s.name}">
   <td>${s.name}</td>
