@@ -2,11 +2,12 @@
  * Sub-workflows (sql/0011, src/executor/transitions/subWorkflows.ts) from an attacker's side: a registered flow
  * that starts itself stops at caps.subWorkflowDepth; a child runs with its parent's user and that
  * user's tool permissions whatever version of the child flow it starts (the check at start time is
- * not the only one); a client cannot graft a workflow under another's waiting step.
+ * not the only one); a client cannot graft a workflow under another's waiting step; a client's
+ * cancel of a parent cascades to its child, and another client's is refused.
  */
 import { describe, expect, it } from 'vitest';
 import type { StepdFileConfig } from '../../src/configFile.js';
-import { clientInsert, getSteps, refused, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
+import { clientInsert, createClientRole, getSteps, refused, securityEnv, waitFor, waitForWorkflow } from './helpers.js';
 
 const LOOP = { start: 'again', steps: { again: { workflow: { name: 'loop', input: {} }, done: true, output: '{{result}}' } } };
 
@@ -48,6 +49,26 @@ describe('sub-workflows cannot be used to escape the caps or the permissions', (
     const childSteps = await getSteps(env.t, child.id);
     expect(childSteps.map((s) => (s.error as { code?: string } | null)?.code)).toEqual(['permission_denied']);
     expect(env.probe.calls.filter((c) => c.workflowId === String(child.id))).toEqual([]);
+    await env.bystander.assertUndisturbedAndServed();
+  });
+
+  it("a client's cancel of its own parent takes the live child with it (children first, sql/0047); another client's is refused and the child runs on", async () => {
+    const env = await securityEnv();
+    await env.t.q(`INSERT INTO stepd.flows (name, flow) VALUES ('gated-child', $1)`, [JSON.stringify({ start: 'ok', steps: { ok: { approval: true, done: true } } })]);
+    const parentFlow = { start: 'sub', steps: { sub: { workflow: { name: 'gated-child', input: {} }, done: true } } };
+    const other = await createClientRole(env.t);
+    const childOf = async (id: string) =>
+      waitFor(async () => (await env.t.q<{ id: string }>(`SELECT id::text FROM stepd.workflows WHERE parent_id = $1`, [id]))[0]?.id, `the child of ${id}`);
+    const parent = await clientInsert(env.client, parentFlow);
+    const child = await childOf(parent);
+    await waitFor(async () => (await env.t.q(`SELECT 1 FROM stepd.workflow_steps WHERE workflow_id = $1 AND status = 'pending'`, [child]))[0], 'the child waiting');
+    await refused(other.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [parent]), /may cancel only/);
+    expect((await env.t.q<{ status: string }>(`SELECT status FROM stepd.workflows WHERE id = $1`, [child]))[0]!.status).toBe('running');
+    await env.client.q(`UPDATE stepd.workflows SET status = 'cancelled' WHERE id = $1`, [parent]);
+    const statuses = await env.t.q<{ id: string; status: string }>(`SELECT id::text, status FROM stepd.workflows WHERE id IN ($1, $2) ORDER BY id`, [parent, child]);
+    expect(statuses.map((r) => r.status)).toEqual(['cancelled', 'cancelled']);
+    expect((await getSteps(env.t, child)).map((st) => st.status)).toEqual(['cancelled']);
+    expect((await getSteps(env.t, parent)).map((st) => [st.status, st.result])).toEqual([['cancelled', null]]);
     await env.bystander.assertUndisturbedAndServed();
   });
 
